@@ -1,0 +1,52 @@
+# Two commands matter: `make demo` and `make test`. Everything they need is installed here.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+
+.PHONY: demo test lint typecheck unit install bench bench-quick fuzz soak clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade 'pip>=25.1'
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install -e .
+	@touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/planrail demo
+
+$(TEST_STAMP): pyproject.toml $(STAMP)
+	$(PIP) install -e '.[postgres,openai,otel,web]' --group test --group lint
+	@touch $@
+
+lint: $(TEST_STAMP)
+	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/lint-imports
+
+typecheck: $(TEST_STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(TEST_STAMP)
+	source scripts/test-services.sh && $(VENV)/bin/pytest -q
+
+test: lint typecheck unit
+
+bench-deps: $(TEST_STAMP)
+	$(PIP) install --group bench
+
+bench-quick: bench-deps
+	$(PY) -m bench.run_all --quick
+
+bench: bench-deps
+	$(PY) -m bench.run_all
+
+clean:
+	rm -rf $(VENV) .planrail .mypy_cache .ruff_cache .pytest_cache

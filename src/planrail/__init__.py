@@ -1,0 +1,50 @@
+"""planrail: plans as dependency graphs for multi-step LLM agents.
+
+Validated before anything runs, approved by a person, executed by dependency.
+"""
+
+from planrail.errors import (
+    ApprovalRefusedError,
+    PlanError,
+    PlanLoadError,
+    PlanrailError,
+    PlanValidationError,
+    ReferenceResolutionError,
+    RetryableError,
+    StoreError,
+    ToolError,
+)
+from planrail.plan.catalog import load_catalog, load_tools
+from planrail.plan.loader import PlanLimits
+from planrail.plan.model import Plan, Step
+from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec, tool
+from planrail.plan.validate import Issue, ValidationReport, load_plan, validate
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "ApprovalRefusedError",
+    "Issue",
+    "Plan",
+    "PlanError",
+    "PlanLimits",
+    "PlanLoadError",
+    "PlanValidationError",
+    "PlanrailError",
+    "ReferenceResolutionError",
+    "RetryableError",
+    "Step",
+    "StepContext",
+    "StoreError",
+    "Tool",
+    "ToolError",
+    "ToolRegistry",
+    "ToolSpec",
+    "ValidationReport",
+    "__version__",
+    "load_catalog",
+    "load_plan",
+    "load_tools",
+    "tool",
+    "validate",
+]

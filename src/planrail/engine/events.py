@@ -1,0 +1,52 @@
+"""What happens during a run, as typed events. Stores, traces, progress displays and
+OpenTelemetry all consume the same stream."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Event", "EventType"]
+
+
+class EventType(enum.StrEnum):
+    RUN_CREATED = "run_created"
+    RUN_APPROVED = "run_approved"
+    RUN_STARTED = "run_started"
+    STEP_READY = "step_ready"
+    STEP_STARTED = "step_started"
+    STEP_RESTORED = "step_restored"
+    """A step that succeeded in an earlier run of a resumed run: its stored output is reused."""
+    ATTEMPT_FAILED = "attempt_failed"
+    RETRY_SCHEDULED = "retry_scheduled"
+    STEP_SUCCEEDED = "step_succeeded"
+    STEP_DEGRADED = "step_degraded"
+    STEP_FAILED = "step_failed"
+    STEP_SKIPPED = "step_skipped"
+    STEP_CANCELLED = "step_cancelled"
+    STEP_IN_DOUBT = "step_in_doubt"
+    RUN_FINISHED = "run_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One transition. ``at`` is wall-clock seconds; ``data`` holds type-specific details
+    (``duration``, ``error``, ``reason``, ``delay``, ``usage``, ``status``...)."""
+
+    type: EventType
+    run_id: str
+    at: float
+    step_id: str | None = None
+    attempt: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": str(self.type),
+            "run_id": self.run_id,
+            "at": self.at,
+            "step_id": self.step_id,
+            "attempt": self.attempt,
+            "data": self.data,
+        }

@@ -1,0 +1,171 @@
+"""planrail's exceptions: one rooted tree, each error with a stable ``code``.
+
+::
+
+    PlanrailError
+    ├── PlanError                      a plan cannot be loaded or is not valid
+    │   ├── PlanLoadError              malformed JSON/YAML, over a size limit, wrong shape
+    │   ├── ReferenceSyntaxError       a ``${...}`` that does not follow the reference grammar
+    │   └── PlanValidationError        carries every Issue found (``.issues``)
+    ├── ToolError                      a tool cannot be defined, found or loaded
+    │   ├── ToolDefinitionError        a decorated function planrail cannot describe
+    │   ├── ToolLoadError              a ``--tools`` module or ``--catalog`` file failed to load
+    │   └── UnknownToolError           a step names a tool no registry holds
+    ├── ReferenceResolutionError       ``${step.a.b}`` points at nothing in the real output
+    ├── ExecutionError                 raised around a run (not by tools)
+    │   ├── StepFailedError            a step failed for good (``.step_id``, ``.attempt``)
+    │   ├── RunCancelledError          the run was cancelled
+    │   └── ApprovalRefusedError       a person (or the approval hook) said no
+    ├── StoreError                     the store cannot be opened, read or written
+    │   └── StoreCorruptError          the store's files are damaged: planrail refuses to guess
+    └── RetryableError                 raised *by tools* for a transient failure (``retry_after``)
+
+Every error carries ``run_id``, ``step_id`` and ``attempt`` when they are known, and
+``retryable`` says whether the retry policy may try again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ApprovalRefusedError",
+    "ExecutionError",
+    "PlanError",
+    "PlanLoadError",
+    "PlanValidationError",
+    "PlanrailError",
+    "ReferenceResolutionError",
+    "ReferenceSyntaxError",
+    "RetryableError",
+    "RunCancelledError",
+    "StepFailedError",
+    "StoreCorruptError",
+    "StoreError",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolLoadError",
+    "UnknownToolError",
+]
+
+
+class PlanrailError(Exception):
+    """The root of every error planrail raises on purpose."""
+
+    code: str = "planrail_error"
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
+        attempt: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.run_id = run_id
+        self.step_id = step_id
+        self.attempt = attempt
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as the ``{type, message, retryable}`` object of the JSON contract."""
+        return {"type": type(self).__name__, "message": self.message, "retryable": self.retryable}
+
+
+class PlanError(PlanrailError):
+    code = "plan_error"
+
+
+class PlanLoadError(PlanError):
+    """The document is not a plan: bad JSON/YAML, too large, or not an object of steps."""
+
+    code = "parse_error"
+
+
+class ReferenceSyntaxError(PlanError):
+    """A ``${...}`` reference that does not follow the grammar (``position`` is its offset)."""
+
+    code = "invalid_reference"
+
+    def __init__(self, message: str, *, position: int = 0) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+class PlanValidationError(PlanError):
+    """A plan failed validation; ``issues`` holds every problem found, not just the first."""
+
+    code = "invalid_plan"
+
+    def __init__(self, issues: list[Any], message: str | None = None) -> None:
+        self.issues = list(issues)
+        if message is None:
+            first = "; ".join(str(i) for i in self.issues[:3])
+            more = f" (and {len(self.issues) - 3} more)" if len(self.issues) > 3 else ""
+            message = f"the plan is invalid: {first}{more}"
+        super().__init__(message)
+
+
+class ToolError(PlanrailError):
+    code = "tool_error"
+
+
+class ToolDefinitionError(ToolError):
+    code = "tool_definition_error"
+
+
+class ToolLoadError(ToolError):
+    code = "tool_load_error"
+
+
+class UnknownToolError(ToolError):
+    code = "unknown_tool"
+
+
+class ReferenceResolutionError(PlanrailError):
+    """A reference could not be resolved against the real outputs. Never becomes ``None``."""
+
+    code = "unresolved_reference"
+
+
+class ExecutionError(PlanrailError):
+    code = "execution_error"
+
+
+class StepFailedError(ExecutionError):
+    code = "step_failed"
+
+
+class RunCancelledError(ExecutionError):
+    code = "cancelled"
+
+
+class ApprovalRefusedError(ExecutionError):
+    code = "approval_refused"
+
+
+class StoreError(PlanrailError):
+    code = "store_error"
+
+
+class StoreCorruptError(StoreError):
+    code = "store_corrupt"
+
+
+class RetryableError(PlanrailError):
+    """Raise this from a tool for a transient failure worth another attempt.
+
+    ``retry_after`` (seconds) asks the retry policy to wait at least that long, as an HTTP
+    ``Retry-After`` header would.
+    """
+
+    code = "retryable"
+    retryable = True
+
+    def __init__(self, message: str = "transient failure", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        if retry_after is not None and retry_after < 0:
+            raise ValueError("retry_after must be >= 0")
+        self.retry_after = retry_after

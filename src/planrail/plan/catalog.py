@@ -1,0 +1,158 @@
+"""Loading tools: every ``@planrail.tool`` of a module or ``.py`` file, and catalog files.
+
+A catalog is a JSON file holding a list of tools, or ``{"tools": [...]}``, each either in MCP
+form (``name``, ``description``, ``inputSchema``, ``outputSchema``) or in OpenAI function form
+(``{"type": "function", "function": {"name", "description", "parameters"}}``). An optional
+``x-planrail`` object carries planrail's own metadata (``side_effects``, ``resource``, ...);
+MCP's ``annotations.readOnlyHint`` / ``idempotentHint`` map to ``side_effects``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from planrail.errors import ToolLoadError
+from planrail.plan.tools import SideEffects, Tool, ToolSpec
+
+__all__ = ["load_catalog", "load_tools", "parse_catalog"]
+
+_SIDE_EFFECTS = ("none", "idempotent", "keyed", "unsafe")
+
+
+def load_tools(target: str) -> list[Tool]:
+    """Import ``target`` (``pkg.module`` or a path to a ``.py`` file) and return its tools."""
+    path = Path(target)
+    try:
+        if target.endswith(".py") or path.is_file():
+            if not path.is_file():
+                raise ToolLoadError(f"--tools {target}: no such file")
+            digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+            mod_name = f"_planrail_tools_{path.stem}_{digest}"
+            module = sys.modules.get(mod_name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(mod_name, path)
+                if spec is None or spec.loader is None:
+                    raise ToolLoadError(f"--tools {target}: cannot load this file as Python")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[mod_name] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[mod_name]
+                    raise
+        else:
+            cwd = str(Path.cwd())
+            if cwd not in sys.path:
+                sys.path.insert(0, cwd)
+            module = importlib.import_module(target)
+    except ToolLoadError:
+        raise
+    except ModuleNotFoundError as exc:
+        raise ToolLoadError(f"--tools {target}: module not found ({exc.name})") from exc
+    except SyntaxError as exc:
+        raise ToolLoadError(f"--tools {target}: syntax error at line {exc.lineno}: {exc.msg}") from exc
+    except Exception as exc:
+        raise ToolLoadError(
+            f"--tools {target}: importing it raised {type(exc).__name__}: {exc}"
+        ) from exc
+    tools = [v for v in vars(module).values() if isinstance(v, Tool)]
+    if not tools:
+        raise ToolLoadError(f"--tools {target}: no @planrail.tool functions found")
+    return tools
+
+
+def load_catalog(path: str | Path) -> list[ToolSpec]:
+    """Read a catalog JSON file; :class:`ToolLoadError` with the reason if it is not one."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ToolLoadError(f"--catalog {path}: cannot read it ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise ToolLoadError(f"--catalog {path}: not UTF-8 text") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ToolLoadError(
+            f"--catalog {path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    return parse_catalog(data, source=str(path))
+
+
+def parse_catalog(data: Any, *, source: str = "catalog") -> list[ToolSpec]:
+    """Tool specs from catalog data (a list of tools, or ``{"tools": [...]}``)."""
+    if isinstance(data, dict) and "tools" in data:
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise ToolLoadError(f"{source}: expected a list of tools or {{\"tools\": [...]}}")
+    specs: list[ToolSpec] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(data):
+        spec = _entry(entry, f"{source}: tool #{i}")
+        if spec.name in seen:
+            raise ToolLoadError(f"{source}: tool {spec.name!r} is defined twice")
+        seen.add(spec.name)
+        specs.append(spec)
+    return specs
+
+
+def _entry(entry: Any, where: str) -> ToolSpec:
+    if not isinstance(entry, dict):
+        raise ToolLoadError(f"{where}: expected an object")
+    if entry.get("type") == "function" and isinstance(entry.get("function"), dict):
+        fn = entry["function"]
+        name, desc = fn.get("name"), fn.get("description", "")
+        input_schema, output_schema = fn.get("parameters"), fn.get("x-output-schema")
+        extra = {**fn.get("x-planrail", {}), **entry.get("x-planrail", {})}
+        hints: dict[str, Any] = {}
+    else:
+        name, desc = entry.get("name"), entry.get("description", "")
+        input_schema = entry.get("inputSchema", entry.get("input_schema"))
+        output_schema = entry.get("outputSchema", entry.get("output_schema"))
+        extra = entry.get("x-planrail", {})
+        hints = entry.get("annotations") or {}
+    if not isinstance(name, str) or not name.strip():
+        raise ToolLoadError(f"{where}: a tool needs a non-empty string 'name'")
+    where = f"{where} ({name})"
+    if input_schema is None:
+        input_schema = {"type": "object"}
+    for label, schema in (("input schema", input_schema), ("output schema", output_schema)):
+        if schema is not None and not isinstance(schema, dict):
+            raise ToolLoadError(f"{where}: the {label} must be a JSON object")
+    if not isinstance(desc, str):
+        raise ToolLoadError(f"{where}: 'description' must be a string")
+    if not isinstance(extra, dict) or not isinstance(hints, dict):
+        raise ToolLoadError(f"{where}: 'x-planrail' and 'annotations' must be objects")
+    side: Any = extra.get("side_effects")
+    if side is None:
+        if hints.get("readOnlyHint") is True:
+            side = "none"
+        elif hints.get("idempotentHint") is True:
+            side = "idempotent"
+        else:
+            side = "unsafe"
+    if side not in _SIDE_EFFECTS:
+        raise ToolLoadError(f"{where}: side_effects must be one of {_SIDE_EFFECTS}, got {side!r}")
+    side_effects: SideEffects = side
+    timeout = extra.get("timeout")
+    if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+        raise ToolLoadError(f"{where}: timeout must be a positive number of seconds")
+    return ToolSpec(
+        name=name,
+        description=desc,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        side_effects=side_effects,
+        retry=extra.get("retry"),
+        timeout=timeout,
+        resource=extra.get("resource"),
+        requires_approval=extra.get("requires_approval"),
+        secret_params=frozenset(extra.get("secret_params", ())),
+        estimated_duration=extra.get("estimated_duration"),
+    )

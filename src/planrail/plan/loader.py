@@ -1,0 +1,238 @@
+"""Reading plan documents (JSON or YAML) safely, and normalising what LLMs commonly get wrong.
+
+Hostile input gets a :class:`~planrail.errors.PlanLoadError` with a one-line reason — never a
+traceback and never a hang: the size is checked before parsing, YAML is read with
+``safe_load``, nesting depth and node count are bounded (YAML aliases cannot blow up a walk).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planrail.errors import PlanLoadError
+
+__all__ = ["PlanLimits", "load_document", "normalize", "read_plan_file"]
+
+try:  # the C loader is ~10× faster; both are "safe"
+    _YamlLoader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _YamlLoader = yaml.SafeLoader
+
+
+@dataclass(frozen=True, slots=True)
+class PlanLimits:
+    """Bounds on a plan, checked before anything runs. Raise them deliberately for big plans."""
+
+    max_plan_bytes: int = 4 * 1024 * 1024
+    """Largest plan document, in bytes."""
+    max_steps: int = 10_000
+    """Most steps in one plan."""
+    max_depth: int = 64
+    """Deepest nesting of objects and lists anywhere in the document."""
+    max_nodes: int = 2_000_000
+    """Most JSON values in the document (YAML aliases count each time they are used)."""
+    max_string_length: int = 256 * 1024
+    """Longest single string (prompts included), in characters."""
+    max_dependencies: int = 1_000
+    """Most entries in one step's ``depends_on``."""
+
+
+class LimitExceeded(PlanLoadError):
+    code = "limit_exceeded"
+
+
+def read_plan_file(path: str | Path, limits: PlanLimits = PlanLimits()) -> str:
+    """The text of a plan file, refusing one larger than ``limits.max_plan_bytes``."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > limits.max_plan_bytes:
+            raise LimitExceeded(
+                f"{path}: the plan is {size:,} bytes; the limit is {limits.max_plan_bytes:,}"
+                " (PlanLimits.max_plan_bytes)"
+            )
+        data = p.read_bytes()
+    except OSError as exc:
+        raise PlanLoadError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanLoadError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+
+
+def load_document(text: str | bytes, limits: PlanLimits = PlanLimits(), *, fmt: str | None = None) -> Any:
+    """Parse a JSON or YAML document within ``limits``; ``fmt`` is ``"json"``, ``"yaml"`` or sniffed."""
+    if isinstance(text, bytes):
+        if len(text) > limits.max_plan_bytes:
+            raise LimitExceeded(_too_big(len(text), limits))
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PlanLoadError(f"the plan is not UTF-8 text (byte {exc.start})") from exc
+    size = len(text.encode("utf-8")) if len(text) * 4 > limits.max_plan_bytes else len(text)
+    if size > limits.max_plan_bytes:
+        raise LimitExceeded(_too_big(size, limits))
+    if not text.strip():
+        raise PlanLoadError("the plan is empty")
+    if fmt is None:
+        fmt = "json" if text.lstrip()[:1] in "{[" else "yaml"
+    try:
+        if fmt == "json":
+            data = json.loads(text)
+        else:
+            data = yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader
+    except RecursionError:
+        raise LimitExceeded(
+            f"the plan nests too deeply to parse (limit {limits.max_depth} levels)"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise PlanLoadError(
+            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PlanLoadError(f"invalid YAML{where}: {problem}") from None
+    check_bounds(data, limits)
+    return data
+
+
+def _too_big(size: int, limits: PlanLimits) -> str:
+    return (
+        f"the plan is {size:,} bytes; the limit is {limits.max_plan_bytes:,}"
+        " (PlanLimits.max_plan_bytes)"
+    )
+
+
+def check_bounds(data: Any, limits: PlanLimits) -> None:
+    """Walk ``data`` once, iteratively, enforcing depth, node count, string length and types."""
+    stack: list[tuple[Any, int, str]] = [(data, 0, "$")]
+    nodes = 0
+    while stack:
+        value, depth, where = stack.pop()
+        nodes += 1
+        if nodes > limits.max_nodes:
+            raise LimitExceeded(f"the plan holds more than {limits.max_nodes:,} values")
+        if isinstance(value, dict):
+            if depth >= limits.max_depth:
+                raise LimitExceeded(f"{where}: nested deeper than {limits.max_depth} levels")
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise PlanLoadError(f"{where}: keys must be strings, got {k!r}")
+                stack.append((v, depth + 1, f"{where}.{k}" if len(where) < 200 else where))
+        elif isinstance(value, list):
+            if depth >= limits.max_depth:
+                raise LimitExceeded(f"{where}: nested deeper than {limits.max_depth} levels")
+            stack.extend((v, depth + 1, f"{where}[{i}]" if len(where) < 200 else where)
+                         for i, v in enumerate(value))
+        elif isinstance(value, str):
+            if len(value) > limits.max_string_length:
+                raise LimitExceeded(
+                    f"{where}: a string of {len(value):,} characters; the limit is"
+                    f" {limits.max_string_length:,}"
+                )
+        elif value is None or isinstance(value, bool | int | float):
+            if isinstance(value, float) and value != value:
+                raise PlanLoadError(f"{where}: NaN is not JSON")
+        else:
+            raise PlanLoadError(
+                f"{where}: {type(value).__name__} values are not allowed in a plan (JSON only)"
+            )
+
+
+# What LLMs write for each action, and for each step field.
+_ACTION_ALIASES: dict[str, str] = {
+    **dict.fromkeys(
+        ["call_tool", "use_tool", "execute_function", "function_call", "tool", "tool_use",
+         "invoke_tool", "run_tool", "execute_tool", "function", "call_function", "toolcall",
+         "tool-call", "tool call", "action"],
+        "tool_call",
+    ),
+    **dict.fromkeys(
+        ["llm", "call_llm", "llm-call", "llm call", "ask_llm", "generate", "completion", "chat",
+         "prompt", "think", "reason", "llm_generate"],
+        "llm_call",
+    ),
+    **dict.fromkeys(
+        ["condition", "check", "check_condition", "if", "branch", "conditional", "condition-check",
+         "evaluate_condition"],
+        "condition_check",
+    ),
+}
+_FIELD_ALIASES: dict[str, str] = {
+    "step_id": "id",
+    "dependencies": "depends_on",
+    "deps": "depends_on",
+    "depends": "depends_on",
+    "dependsOn": "depends_on",
+    "requires": "depends_on",
+    "arguments": "args",
+    "params": "args",
+    "parameters": "args",
+    "inputs": "args",
+    "tool_name": "tool",
+    "function_name": "tool",
+    "type": "action",
+    "action_type": "action",
+}
+
+
+def normalize(data: Any) -> tuple[Any, list[tuple[str | None, str, str]]]:
+    """Rewrite common LLM spellings into the canonical plan form.
+
+    Returns the new document and ``(step_id, path, message)`` notes, one per change; nothing
+    is changed silently. Data that is not plan-shaped is returned unchanged for the validator.
+    """
+    notes: list[tuple[str | None, str, str]] = []
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+        return data, notes
+    steps = []
+    for i, raw in enumerate(data["steps"]):
+        if not isinstance(raw, dict):
+            steps.append(raw)
+            continue
+        step = dict(raw)
+        sid = step.get("id") if isinstance(step.get("id"), str) else None
+        for alias, canonical in _FIELD_ALIASES.items():
+            if alias in step and canonical not in step:
+                value = step.pop(alias)
+                if canonical == "action" and not isinstance(value, str):
+                    step[alias] = value
+                    continue
+                step[canonical] = value
+                if canonical == "id" and isinstance(value, str):
+                    sid = value
+                notes.append((sid, f"$.steps[{i}].{alias}", f"'{alias}' read as '{canonical}'"))
+        action = step.get("action")
+        if isinstance(action, str) and action not in ("tool_call", "llm_call", "condition_check"):
+            key = action.strip().lower()
+            canonical_action = _ACTION_ALIASES.get(key) or _ACTION_ALIASES.get(
+                key.replace("-", "_").replace(" ", "_")
+            )
+            if canonical_action:
+                step["action"] = canonical_action
+                notes.append(
+                    (sid, f"$.steps[{i}].action", f"action '{action}' read as '{canonical_action}'")
+                )
+        if "action" not in step:
+            if "tool" not in step and "prompt" in step:
+                step["action"] = "llm_call"
+            elif "tool" not in step and "condition" in step:
+                step["action"] = "condition_check"
+        if isinstance(step.get("depends_on"), str):
+            step["depends_on"] = [step["depends_on"]]
+            notes.append((sid, f"$.steps[{i}].depends_on", "a single dependency read as a list"))
+        elif step.get("depends_on") is None and "depends_on" in step:
+            step["depends_on"] = []
+        if step.get("args") is None and "args" in step:
+            step["args"] = {}
+        steps.append(step)
+    return {**data, "steps": steps}, notes
+

@@ -1,0 +1,166 @@
+"""The plan document: a goal, steps that declare what they depend on, and an output mapping.
+
+The models are frozen: once a plan is validated (and approved), nothing can change it in place.
+Shapes of the per-step policies live here as plain data; their behaviour is in
+``planrail.policies`` and ``planrail.engine``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "ACTIONS",
+    "JOIN_RULES",
+    "STEP_ID_PATTERN",
+    "Action",
+    "Fallback",
+    "JoinRule",
+    "Plan",
+    "Repeat",
+    "RetrySpec",
+    "Step",
+]
+
+STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+Action = Literal["tool_call", "llm_call", "condition_check"]
+ACTIONS: tuple[str, ...] = ("tool_call", "llm_call", "condition_check")
+
+JoinRule = Literal["all_succeeded", "all_finished", "any_succeeded"]
+JOIN_RULES: tuple[str, ...] = ("all_succeeded", "all_finished", "any_succeeded")
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetrySpec(BaseModel):
+    """How a step retries (see ``docs/policies.md``)."""
+
+    model_config = _FROZEN
+
+    max_attempts: int = Field(default=1, ge=1, le=100)
+    """Attempts in all, the first included (1 = no retry)."""
+    initial_delay: float = Field(default=1.0, ge=0)
+    """Seconds before the first retry."""
+    backoff: float = Field(default=2.0, ge=1)
+    """Each delay is the previous one times this."""
+    max_delay: float = Field(default=60.0, ge=0)
+    """No delay is longer than this (before jitter)."""
+    jitter: float = Field(default=0.1, ge=0, le=1)
+    """Each delay is multiplied by a random factor in ``[1 - jitter, 1 + jitter]``."""
+    retry_on: tuple[str, ...] = ()
+    """Extra exception type names to retry, besides the ones classified retryable."""
+
+
+class Fallback(BaseModel):
+    """What a step does when it fails for good: call another tool, or produce a static value."""
+
+    model_config = _FROZEN
+
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    value: Any = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Fallback:
+        if self.tool is None and "value" not in self.model_fields_set:
+            raise ValueError("a fallback needs either 'tool' (with 'args') or 'value'")
+        if self.tool is not None and "value" in self.model_fields_set:
+            raise ValueError("a fallback has 'tool' or 'value', not both")
+        return self
+
+
+class Repeat(BaseModel):
+    """Run a step again until a predicate over its own output holds."""
+
+    model_config = _FROZEN
+
+    until: Any
+    """A predicate (see ``docs/policies.md``); ``${self...}`` is the latest iteration's output."""
+    max_iterations: int = Field(ge=1)
+    """Required: a loop always ends. Capped by the run's limit."""
+
+
+class Step(BaseModel):
+    """One node of the plan."""
+
+    model_config = _FROZEN
+
+    id: str
+    """Unique in the plan; ``^[A-Za-z_][A-Za-z0-9_]{0,63}$``."""
+    action: Action = "tool_call"
+    tool: str | None = None
+    """The tool a ``tool_call`` step calls."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """The tool's arguments: JSON values, possibly holding ``${step.field}`` references."""
+    depends_on: tuple[str, ...] = ()
+    """Every step whose output this step references, plus pure ordering edges."""
+    description: str | None = None
+    prompt: str | None = None
+    """For ``llm_call``: the prompt text, with references."""
+    output_schema: dict[str, Any] | None = None
+    """For ``llm_call``: JSON Schema of the answer; its fields become referenceable."""
+    model: str | None = None
+    """For ``llm_call``: the model, when not the run's default."""
+    condition: Any = None
+    """For ``condition_check``: the predicate to evaluate."""
+    when: Any = None
+    """A guard predicate: when false, the step is skipped with reason ``condition false``."""
+    join: JoinRule = "all_succeeded"
+    """How the step's dependencies must have finished for it to run."""
+    retry: RetrySpec | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds per attempt."""
+    total_timeout: float | None = Field(default=None, gt=0)
+    """Seconds for all attempts together, backoff included."""
+    fallback: Fallback | None = None
+    for_each: str | None = None
+    """A reference to a list: the step runs once per item (``${item}`` in args)."""
+    max_parallel: int | None = Field(default=None, ge=1)
+    """Most items of a ``for_each`` running at once."""
+    repeat: Repeat | None = None
+    resource: str | None = None
+    """The upstream this step uses (overrides the tool's), for concurrency and rate limits."""
+    requires_approval: bool | None = None
+    estimated_duration: float | None = Field(default=None, ge=0)
+    """Typical seconds, used to start the longest remaining path first."""
+
+
+class Plan(BaseModel):
+    """A validated plan. Build one with :func:`planrail.load_plan` or :func:`planrail.validate`."""
+
+    model_config = _FROZEN
+
+    goal: str = ""
+    """The goal anchor, shown first to every LLM step."""
+    steps: tuple[Step, ...]
+    output: Any = None
+    """What the run returns: JSON with references into the steps' outputs."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @cached_property
+    def by_id(self) -> dict[str, Step]:
+        return {s.id: s for s in self.steps}
+
+    def step(self, step_id: str) -> Step:
+        return self.by_id[step_id]
+
+    def to_json_data(self) -> dict[str, Any]:
+        """The plan as plain JSON data, without fields left at their defaults."""
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+    def canonical_json(self) -> str:
+        """A byte-stable JSON text of the plan: sorted keys, no spaces, defaults omitted."""
+        return json.dumps(
+            self.to_json_data(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+
+    @cached_property
+    def hash(self) -> str:
+        """``sha256:`` + the hex digest of :meth:`canonical_json`; what an approval is bound to."""
+        return "sha256:" + hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()

@@ -1,0 +1,353 @@
+"""References: the ``${step.a.b.0}`` grammar, its linear-time parser and a JSON-only resolver.
+
+Grammar (whitespace is not allowed inside ``${...}``)::
+
+    reference  := "${" step segment* "}"
+    step       := identifier
+    segment    := "." identifier | "." index | "[" quoted "]" | "[" index "]"
+    identifier := [A-Za-z_][A-Za-z0-9_]*          (not a ``__dunder__``)
+    index      := "0" | [1-9][0-9]*
+    quoted     := '"' (char | '\\"' | '\\\\')* '"'   (single quotes work the same way)
+
+``$${`` is a literal ``${``. A string that is exactly one reference keeps the referenced value's
+type; references inside longer text are interpolated as text (strings as they are, everything
+else as compact JSON). Resolution indexes dicts and lists only: no attribute access, no
+``str.format``, no templates, no ``eval`` — so ``${s1.__class__}`` can never reach Python
+internals, and text such as ``{0.__class__}`` or ``{{ x }}`` is inert.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from planrail.errors import ReferenceResolutionError, ReferenceSyntaxError
+
+__all__ = [
+    "MAX_REFERENCE_LENGTH",
+    "MAX_SEGMENTS",
+    "Reference",
+    "Template",
+    "iter_references",
+    "parse_reference",
+    "parse_template",
+    "resolve_path",
+    "resolve_value",
+]
+
+MAX_SEGMENTS = 16
+"""Most path segments after the step id in one reference."""
+
+MAX_REFERENCE_LENGTH = 1024
+"""Most characters in one ``${...}``, braces included."""
+
+Segment = str | int
+
+_ID_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_ID_CHARS = _ID_START | frozenset("0123456789")
+_DIGITS = frozenset("0123456789")
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """One ``${step.path}``: the producing step and the path into its output."""
+
+    step: str
+    path: tuple[Segment, ...] = ()
+
+    def __str__(self) -> str:
+        out = [self.step]
+        for seg in self.path:
+            if isinstance(seg, int):
+                out.append(f".{seg}")
+            elif _is_identifier(seg) and not _is_dunder(seg):
+                out.append(f".{seg}")
+            else:
+                out.append("[" + json.dumps(seg, ensure_ascii=False) + "]")
+        return "${" + "".join(out) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A string split into literal text and references.
+
+    ``single`` is set when the whole string is exactly one reference (the value keeps its type).
+    """
+
+    parts: tuple[str | Reference, ...]
+
+    @property
+    def single(self) -> Reference | None:
+        if len(self.parts) == 1 and isinstance(self.parts[0], Reference):
+            return self.parts[0]
+        return None
+
+    @property
+    def references(self) -> tuple[Reference, ...]:
+        return tuple(p for p in self.parts if isinstance(p, Reference))
+
+    def render(self, outputs: Mapping[str, Any]) -> Any:
+        """Fill the references from ``outputs`` (step id → plain JSON output)."""
+        single = self.single
+        if single is not None:
+            return resolve_path(outputs, single)
+        pieces: list[str] = []
+        for part in self.parts:
+            if isinstance(part, str):
+                pieces.append(part)
+            else:
+                pieces.append(_as_text(resolve_path(outputs, part)))
+        return "".join(pieces)
+
+
+def _is_identifier(s: str) -> bool:
+    return bool(s) and s[0] in _ID_START and all(c in _ID_CHARS for c in s)
+
+
+def _is_dunder(s: str) -> bool:
+    return len(s) > 4 and s.startswith("__") and s.endswith("__")
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_template(text: str) -> Template:
+    """Split ``text`` into literal pieces and references, in one left-to-right pass.
+
+    Raises :class:`ReferenceSyntaxError` (with the offset) for a malformed ``${...}``.
+    """
+    if "$" not in text:
+        return Template((text,))
+    parts: list[str | Reference] = []
+    literal: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        j = text.find("$", i)
+        if j < 0:
+            literal.append(text[i:])
+            break
+        literal.append(text[i:j])
+        if text.startswith("$${", j):
+            literal.append("${")
+            i = j + 3
+        elif text.startswith("${", j):
+            ref, i = _parse_at(text, j)
+            if literal:
+                joined = "".join(literal)
+                if joined:
+                    parts.append(joined)
+                literal = []
+            parts.append(ref)
+        else:
+            literal.append("$")
+            i = j + 1
+    tail = "".join(literal)
+    if tail or not parts:
+        parts.append(tail)
+    return Template(tuple(parts))
+
+
+def parse_reference(text: str) -> Reference:
+    """Parse a string that must be exactly one reference, such as ``"${fetch.items.0}"``."""
+    if not text.startswith("${"):
+        raise ReferenceSyntaxError(f"expected a reference starting with '${{', got {_clip(text)}")
+    ref, end = _parse_at(text, 0)
+    if end != len(text):
+        raise ReferenceSyntaxError(
+            f"unexpected text after the reference at offset {end}: {_clip(text[end:])}",
+            position=end,
+        )
+    return ref
+
+
+def _clip(s: str, n: int = 40) -> str:
+    return repr(s if len(s) <= n else s[:n] + "…")
+
+
+def _parse_at(text: str, start: int) -> tuple[Reference, int]:
+    """Parse the reference whose ``${`` is at ``start``; return it and the offset after ``}``."""
+    n = min(len(text), start + MAX_REFERENCE_LENGTH)
+    i = start + 2
+
+    def fail(msg: str, at: int) -> ReferenceSyntaxError:
+        return ReferenceSyntaxError(f"{msg} at offset {at} in reference {_clip(text[start:])}", position=at)
+
+    def ident(at: int) -> tuple[str, int]:
+        if at >= n or text[at] not in _ID_START:
+            raise fail("expected an identifier", at)
+        k = at + 1
+        while k < n and text[k] in _ID_CHARS:
+            k += 1
+        return text[at:k], k
+
+    step, i = ident(i)
+    path: list[Segment] = []
+    while True:
+        if i >= n:
+            if n - start >= MAX_REFERENCE_LENGTH:
+                raise fail(f"reference longer than {MAX_REFERENCE_LENGTH} characters", start)
+            raise fail("missing closing '}'", i)
+        c = text[i]
+        if c == "}":
+            return Reference(step, tuple(path)), i + 1
+        if len(path) >= MAX_SEGMENTS:
+            raise fail(f"more than {MAX_SEGMENTS} path segments", i)
+        if c == ".":
+            i += 1
+            if i < n and text[i] in _DIGITS:
+                seg_i, i = _index(text, i, n, fail)
+                path.append(seg_i)
+            else:
+                name, i = ident(i)
+                if _is_dunder(name):
+                    raise fail(f"'{name}' is not allowed (write [\"{name}\"] for such a key)", i)
+                path.append(name)
+        elif c == "[":
+            i += 1
+            if i < n and text[i] in "\"'":
+                key, i = _quoted(text, i, n, fail)
+                path.append(key)
+            elif i < n and text[i] in _DIGITS:
+                seg_i, i = _index(text, i, n, fail)
+                path.append(seg_i)
+            else:
+                raise fail("expected a quoted key or a non-negative index after '['", i)
+            if i >= n or text[i] != "]":
+                raise fail("expected ']'", i)
+            i += 1
+        else:
+            raise fail(f"unexpected character {c!r}", i)
+
+
+def _index(text: str, i: int, n: int, fail: Any) -> tuple[int, int]:
+    k = i
+    while k < n and text[k] in _DIGITS:
+        k += 1
+    digits = text[i:k]
+    if len(digits) > 1 and digits[0] == "0":
+        raise fail("an index may not have leading zeros", i)
+    if len(digits) > 9:
+        raise fail("index too large", i)
+    return int(digits), k
+
+
+def _quoted(text: str, i: int, n: int, fail: Any) -> tuple[str, int]:
+    quote = text[i]
+    k = i + 1
+    out: list[str] = []
+    while k < n:
+        c = text[k]
+        if c == "\\":
+            if k + 1 < n and text[k + 1] in (quote, "\\"):
+                out.append(text[k + 1])
+                k += 2
+                continue
+            raise fail("only \\\\ and an escaped quote are allowed inside a quoted key", k)
+        if c == quote:
+            return "".join(out), k + 1
+        out.append(c)
+        k += 1
+    raise fail("unterminated quoted key", i)
+
+
+def iter_references(value: Any, path: tuple[Segment, ...] = ()) -> Iterator[tuple[tuple[Segment, ...], Template]]:
+    """Yield ``(path, template)`` for every string inside ``value`` that holds a reference.
+
+    Raises :class:`ReferenceSyntaxError` for the first malformed one (use the validator to get
+    them all). Iterative, so arbitrarily deep data cannot exhaust the stack.
+    """
+    stack: list[tuple[tuple[Segment, ...], Any]] = [(path, value)]
+    while stack:
+        p, v = stack.pop()
+        if isinstance(v, str):
+            if "$" in v:
+                t = parse_template(v)
+                if t.references:
+                    yield p, t
+        elif isinstance(v, dict):
+            for k in reversed(list(v)):
+                stack.append(((*p, k), v[k]))
+        elif isinstance(v, list):
+            for idx in range(len(v) - 1, -1, -1):
+                stack.append(((*p, idx), v[idx]))
+
+
+def resolve_path(outputs: Mapping[str, Any], ref: Reference) -> Any:
+    """The value ``ref`` points at, indexing plain dicts and lists only.
+
+    Raises :class:`ReferenceResolutionError` when the step has no output or the path does not
+    exist — a missing value never becomes ``None``.
+    """
+    if ref.step not in outputs:
+        raise ReferenceResolutionError(f"{ref}: step '{ref.step}' has no recorded output")
+    value = outputs[ref.step]
+    for depth, seg in enumerate(ref.path):
+        if isinstance(value, dict):
+            key = seg if isinstance(seg, str) else str(seg)
+            if key not in value:
+                where = Reference(ref.step, ref.path[:depth])
+                raise ReferenceResolutionError(
+                    f"{ref}: the output at {where} has no key {key!r} (keys: {_keys(value)})"
+                )
+            value = value[key]
+        elif isinstance(value, list):
+            if not isinstance(seg, int):
+                raise ReferenceResolutionError(f"{ref}: {seg!r} indexes a list; use a number")
+            if seg >= len(value):
+                raise ReferenceResolutionError(
+                    f"{ref}: index {seg} is out of range for a list of {len(value)}"
+                )
+            value = value[seg]
+        else:
+            raise ReferenceResolutionError(
+                f"{ref}: cannot index a {_json_type(value)} with {seg!r}"
+            )
+    return value
+
+
+def _keys(d: dict[str, Any]) -> str:
+    ks = list(d)[:8]
+    return ", ".join(map(repr, ks)) + (", …" if len(d) > 8 else "") if ks else "none"
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return type(v).__name__
+
+
+def resolve_value(value: Any, outputs: Mapping[str, Any]) -> Any:
+    """A copy of ``value`` (args, an output mapping) with every reference filled in.
+
+    The result shares no containers with ``value`` or ``outputs``: a tool that mutates its
+    arguments cannot change another step's inputs.
+    """
+    if isinstance(value, str):
+        if "$" not in value:
+            return value
+        return copy_json(parse_template(value).render(outputs))
+    if isinstance(value, dict):
+        return {k: resolve_value(v, outputs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_value(v, outputs) for v in value]
+    return value
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of plain JSON data (dicts and lists are copied; scalars are immutable)."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value

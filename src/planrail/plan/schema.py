@@ -1,0 +1,231 @@
+"""The small part of JSON Schema the validator needs: types, local ``$ref``, paths, literals.
+
+A schema is never executed; it is only read. Unknown keywords are ignored, which errs on the
+side of accepting (the tool's own input validation still runs at call time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = [
+    "ANY",
+    "check_literal",
+    "child_schema",
+    "deref",
+    "json_type",
+    "schema_types",
+    "types_compatible",
+]
+
+Schema = dict[str, Any]
+ANY: frozenset[str] | None = None
+"""``schema_types`` returns ``None`` when a schema accepts any type."""
+
+_ALL_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
+
+
+def deref(schema: Any, root: Schema | None) -> Schema:
+    """Follow local ``$ref`` pointers (``#/$defs/X``, ``#/definitions/X``) to the real schema."""
+    seen = 0
+    while isinstance(schema, dict) and "$ref" in schema and root is not None and seen < 32:
+        ref = schema["$ref"]
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return {}
+        target: Any = root
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(target, dict) or part not in target:
+                return {}
+            target = target[part]
+        schema = target
+        seen += 1
+    return schema if isinstance(schema, dict) else {}
+
+
+def _alternatives(schema: Schema, root: Schema | None) -> list[Schema] | None:
+    for key in ("anyOf", "oneOf"):
+        alts = schema.get(key)
+        if isinstance(alts, list) and alts:
+            return [deref(a, root) for a in alts]
+    return None
+
+
+def schema_types(schema: Any, root: Schema | None = None) -> frozenset[str] | None:
+    """The JSON types a schema admits, or ``None`` for any type."""
+    schema = deref(schema, root)
+    alts = _alternatives(schema, root)
+    if alts is not None:
+        found: set[str] = set()
+        for alt in alts:
+            t = schema_types(alt, root)
+            if t is None:
+                return None
+            found |= t
+        return frozenset(found)
+    if "const" in schema:
+        return frozenset({json_type(schema["const"])})
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return frozenset(json_type(v) for v in schema["enum"])
+    t = schema.get("type")
+    if isinstance(t, str) and t in _ALL_TYPES:
+        return frozenset({t})
+    if isinstance(t, list):
+        ts = frozenset(x for x in t if isinstance(x, str) and x in _ALL_TYPES)
+        return ts or None
+    return None
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a plain Python value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def types_compatible(produced: frozenset[str] | None, accepted: frozenset[str] | None) -> bool:
+    """Whether a value of one of ``produced`` types may be one of ``accepted`` types."""
+    if produced is None or accepted is None:
+        return True
+    widened = set(produced)
+    if "integer" in widened:
+        widened.add("number")
+    if "number" in widened:
+        widened.add("integer")  # a number may hold an integral value
+    return bool(widened & accepted)
+
+
+def child_schema(schema: Any, root: Schema | None, seg: str | int) -> tuple[str, Any]:
+    """Walk one reference segment into a schema.
+
+    Returns ``("ok", subschema)``, ``("unknown", None)`` when the schema does not say (the rest of
+    the path is unchecked), or ``("missing", detail)`` when the schema rules the segment out.
+    Declared ``properties`` are the complete set of fields unless ``additionalProperties`` says
+    otherwise.
+    """
+    schema = deref(schema, root)
+    alts = _alternatives(schema, root)
+    if alts is not None:
+        details = []
+        for alt in alts:
+            if schema_types(alt, root) == frozenset({"null"}):
+                continue
+            status, sub = child_schema(alt, root, seg)
+            if status != "missing":
+                return status, sub
+            details.append(sub)
+        return "missing", details[0] if details else "no alternative has it"
+    types = schema_types(schema, root)
+    if isinstance(seg, int):
+        if types is not None and "array" not in types and "object" not in types:
+            return "missing", f"a {'/'.join(sorted(types))} has no index {seg}"
+        if "items" in schema:
+            items = schema["items"]
+            if isinstance(items, list):  # tuple form
+                return ("ok", items[seg]) if seg < len(items) else ("unknown", None)
+            return "ok", items
+        if "prefixItems" in schema and isinstance(schema["prefixItems"], list):
+            pi = schema["prefixItems"]
+            return ("ok", pi[seg]) if seg < len(pi) else ("unknown", None)
+        if types is not None and "array" in types:
+            return "unknown", None
+    key = str(seg)
+    if types is not None and "object" not in types:
+        if isinstance(seg, int) and "array" in types:
+            return "unknown", None
+        return "missing", f"a {'/'.join(sorted(types))} has no field {key!r}"
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        if key in props:
+            return "ok", props[key]
+        extra = schema.get("additionalProperties", None)
+        if extra is True or isinstance(extra, dict) and extra:
+            return ("ok", extra) if isinstance(extra, dict) else ("unknown", None)
+        declared = ", ".join(sorted(props)) or "none"
+        return "missing", f"declared fields: {declared}"
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict) and extra:
+        return "ok", extra
+    if extra is False:
+        return "missing", "the schema declares no fields"
+    return "unknown", None
+
+
+RefTypes = Callable[[str], "frozenset[str] | None | bool"]
+
+
+def check_literal(
+    value: Any,
+    schema: Any,
+    root: Schema | None,
+    string_types: Callable[[str], frozenset[str] | None | bool],
+    path: tuple[str | int, ...] = (),
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Yield ``(path, problem)`` for each place where ``value`` cannot match ``schema``.
+
+    ``string_types(s)`` handles strings: ``True`` for a plain literal string, or the types a
+    string holding references will produce (``None`` for unknown).
+    """
+    schema = deref(schema, root)
+    accepted = schema_types(schema, root)
+    if isinstance(value, str):
+        st = string_types(value)
+        if st is not True:
+            produced = None if st is False else st
+            if not types_compatible(produced, accepted):
+                yield path, _mismatch(produced, accepted, "the referenced output")
+            return
+    actual = json_type(value)
+    if accepted is not None and not types_compatible(frozenset({actual}), accepted):
+        if not (actual == "integer" and "number" in accepted):
+            yield path, _mismatch(frozenset({actual}), accepted, "the value")
+            return
+    alts = _alternatives(schema, root)
+    if alts is not None:
+        matching = [a for a in alts if types_compatible(frozenset({actual}), schema_types(a, root))]
+        if len(matching) == 1:
+            yield from check_literal(value, matching[0], root, string_types, path)
+        return
+    enum = schema.get("enum")
+    if isinstance(enum, list) and not isinstance(value, str | dict | list) and value not in enum:
+        yield path, f"{value!r} is not one of {enum!r}"
+    elif isinstance(enum, list) and isinstance(value, str) and string_types(value) is True:
+        if value not in enum:
+            yield path, f"{value!r} is not one of {enum!r}"
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            for k, v in value.items():
+                if k in props:
+                    yield from check_literal(v, props[k], root, string_types, (*path, k))
+                elif schema.get("additionalProperties") is False:
+                    yield (*path, k), f"unexpected field {k!r} (allowed: {', '.join(props)})"
+        req = schema.get("required")
+        if isinstance(req, list):
+            for r in req:
+                if isinstance(r, str) and r not in value:
+                    yield (*path, r), f"missing required field {r!r}"
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for i, v in enumerate(value):
+                yield from check_literal(v, items, root, string_types, (*path, i))
+
+
+def _mismatch(produced: frozenset[str] | None, accepted: frozenset[str] | None, what: str) -> str:
+    p = "/".join(sorted(produced or ())) or "any"
+    a = "/".join(sorted(accepted or ())) or "any"
+    return f"{what} is {p} but the parameter expects {a}"

@@ -1,0 +1,311 @@
+"""Tools: ``@planrail.tool``, what a tool declares about itself, and the registry.
+
+A tool's input schema comes from its signature and its output schema from its return
+annotation, both through Pydantic. A parameter annotated :class:`StepContext` receives the
+step's context and is not part of the input schema.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, overload
+
+import pydantic
+import pydantic_core
+
+from planrail.errors import ToolDefinitionError, UnknownToolError
+
+__all__ = [
+    "SideEffects",
+    "StepContext",
+    "Tool",
+    "ToolRegistry",
+    "ToolSpec",
+    "tool",
+]
+
+SideEffects = Literal["none", "idempotent", "keyed", "unsafe"]
+"""What calling a tool does to the world.
+
+- ``none``: read-only; safe to run again and before approval.
+- ``idempotent``: changes the world, but running it twice with the same arguments is the same as once.
+- ``keyed``: changes the world and honours the idempotency key it is given (``StepContext``).
+- ``unsafe``: changes the world and may do so twice (the conservative default).
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What a running step knows about itself; declare a parameter of this type to receive it."""
+
+    run_id: str
+    """The run this step belongs to."""
+    step_id: str
+    """The step's id in the plan."""
+    attempt: int
+    """1 for the first attempt, 2 for the first retry, and so on."""
+    idempotency_key: str
+    """``run_id:step_id`` (plus ``:item`` inside a fan-out); the same across retries and resumes."""
+    item: int | None = None
+    """The item's index when the step runs once per item (``for_each``)."""
+    history: tuple[Mapping[str, Any], ...] = ()
+    """Earlier iterations of a ``repeat`` step: their inputs, outputs and errors."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What planrail knows about a tool without running it (all a catalog entry can give)."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    output_schema: dict[str, Any] | None = None
+    """``None`` when the output's shape is unknown: field references into it are not checked."""
+    side_effects: SideEffects = "unsafe"
+    retry: Mapping[str, Any] | None = None
+    """Default retry policy for steps calling this tool (the step may override it)."""
+    timeout: float | None = None
+    """Default per-attempt timeout in seconds."""
+    resource: str | None = None
+    """The upstream this tool uses, for per-resource concurrency and rate limits."""
+    requires_approval: bool | None = None
+    """Force (True) or waive (False) approval; ``None`` decides from ``side_effects``."""
+    secret_params: frozenset[str] = frozenset()
+    """Parameters whose values are never written in clear to stores, traces or logs."""
+    estimated_duration: float | None = None
+    """Typical seconds per call, used to put the longest remaining path first."""
+
+    @property
+    def honours_idempotency_key(self) -> bool:
+        return self.side_effects in ("none", "idempotent", "keyed")
+
+    def to_catalog_entry(self) -> dict[str, Any]:
+        """This tool in MCP catalog form (``name``, ``description``, ``inputSchema``, ...)."""
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+        if self.output_schema is not None:
+            entry["outputSchema"] = self.output_schema
+        entry["x-planrail"] = {"side_effects": self.side_effects}
+        return entry
+
+
+class Tool:
+    """A Python function planrail can call as a step; still callable as the plain function."""
+
+    def __init__(self, fn: Callable[..., Any], spec: ToolSpec, context_param: str | None,
+                 input_model: type[pydantic.BaseModel],
+                 output_adapter: pydantic.TypeAdapter[Any] | None) -> None:
+        self.fn = fn
+        self.spec = spec
+        self.name = spec.name
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.context_param = context_param
+        self._input_model = input_model
+        self._output_adapter = output_adapter
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<planrail.Tool {self.name!r}>"
+
+    def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Check ``args`` against the input schema; return the keyword arguments to call with.
+
+        Raises ``pydantic.ValidationError`` when they do not fit.
+        """
+        model = self._input_model.model_validate(args)
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def dump_output(self, value: Any) -> Any:
+        """The tool's return value as plain JSON data, checked against the return annotation."""
+        if self._output_adapter is not None:
+            value = self._output_adapter.validate_python(value)
+            return self._output_adapter.dump_python(value, mode="json")
+        return pydantic_core.to_jsonable_python(value)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    side_effects: SideEffects = "unsafe",
+    retry: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    resource: str | None = None,
+    requires_approval: bool | None = None,
+    secret_params: Iterable[str] = (),
+    estimated_duration: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    side_effects: SideEffects = "unsafe",
+    retry: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    resource: str | None = None,
+    requires_approval: bool | None = None,
+    secret_params: Iterable[str] = (),
+    estimated_duration: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a sync or async function a planrail tool: ``@tool`` or ``@tool(side_effects="none")``."""
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return _build_tool(
+            f, name=name, description=description, side_effects=side_effects, retry=retry,
+            timeout=timeout, resource=resource, requires_approval=requires_approval,
+            secret_params=frozenset(secret_params), estimated_duration=estimated_duration,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _build_tool(f: Callable[..., Any], *, name: str | None, description: str | None,
+                side_effects: SideEffects, retry: Mapping[str, Any] | None,
+                timeout: float | None, resource: str | None, requires_approval: bool | None,
+                secret_params: frozenset[str], estimated_duration: float | None) -> Tool:
+    if not callable(f):
+        raise ToolDefinitionError(f"@tool needs a function, got {f!r}")
+    if side_effects not in typing.get_args(SideEffects):
+        raise ToolDefinitionError(
+            f"side_effects must be one of {typing.get_args(SideEffects)}, got {side_effects!r}"
+        )
+    if timeout is not None and timeout <= 0:
+        raise ToolDefinitionError(f"timeout must be > 0 seconds, got {timeout!r}")
+    tool_name = name or getattr(f, "__name__", None)
+    if not tool_name:
+        raise ToolDefinitionError(f"cannot name tool {f!r}; pass name=...")
+    try:
+        hints = typing.get_type_hints(f, include_extras=True)
+    except Exception as exc:  # unresolvable forward references
+        raise ToolDefinitionError(f"tool {tool_name!r}: cannot read its annotations: {exc}") from exc
+    sig = inspect.signature(f)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for pname, param in sig.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: *args/**kwargs cannot be described; name each parameter"
+            )
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ToolDefinitionError(f"tool {tool_name!r}: positional-only parameter {pname!r}")
+        annotation = hints.get(pname, Any)
+        if annotation is StepContext:
+            context_param = pname
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (annotation, default)
+    unknown_secrets = secret_params - set(fields)
+    if unknown_secrets:
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: secret_params names unknown parameters {sorted(unknown_secrets)}"
+        )
+    try:
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"{_camel(tool_name)}Input",
+            __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+            **fields,
+        )
+        input_schema = model.model_json_schema()
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, TypeError) as exc:
+        raise ToolDefinitionError(f"tool {tool_name!r}: cannot build its input schema: {exc}") from exc
+    input_schema.pop("title", None)
+    output_schema: dict[str, Any] | None = None
+    adapter: pydantic.TypeAdapter[Any] | None = None
+    if "return" in hints:
+        try:
+            adapter = pydantic.TypeAdapter(hints["return"])
+            output_schema = adapter.json_schema(mode="serialization")
+        except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: cannot build an output schema from its return type: {exc}"
+            ) from exc
+    doc = description if description is not None else inspect.getdoc(f) or ""
+    spec = ToolSpec(
+        name=tool_name,
+        description=doc.strip().split("\n\n")[0].strip(),
+        input_schema=input_schema,
+        output_schema=output_schema,
+        side_effects=side_effects,
+        retry=dict(retry) if retry is not None else None,
+        timeout=timeout,
+        resource=resource,
+        requires_approval=requires_approval,
+        secret_params=secret_params,
+        estimated_duration=estimated_duration,
+    )
+    return Tool(f, spec, context_param, model, adapter)
+
+
+def _camel(name: str) -> str:
+    parts = [p for p in "".join(c if c.isalnum() else " " for c in name).split() if p]
+    return "".join(p[:1].upper() + p[1:] for p in parts) or "Tool"
+
+
+class ToolRegistry:
+    """Tools by name: executable :class:`Tool` objects and catalog-only :class:`ToolSpec` s."""
+
+    def __init__(self, tools: Iterable[Tool | ToolSpec] = ()) -> None:
+        self._specs: dict[str, ToolSpec] = {}
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    @classmethod
+    def of(cls, tools: ToolRegistry | Iterable[Tool | ToolSpec] | None) -> ToolRegistry:
+        """A registry from a registry, an iterable of tools/specs, or nothing."""
+        if isinstance(tools, ToolRegistry):
+            return tools
+        return cls(tools or ())
+
+    def add(self, t: Tool | ToolSpec) -> None:
+        """Register a tool; a second tool of the same name replaces the first."""
+        if isinstance(t, Tool):
+            self._tools[t.name] = t
+            self._specs[t.name] = t.spec
+        elif isinstance(t, ToolSpec):
+            self._specs[t.name] = t
+            self._tools.pop(t.name, None)
+        else:
+            raise TypeError(f"not a planrail tool: {t!r} (decorate it with @planrail.tool)")
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def spec(self, name: str) -> ToolSpec | None:
+        return self._specs.get(name)
+
+    def executable(self, name: str) -> Tool:
+        """The callable tool called ``name``; :class:`UnknownToolError` if there is none."""
+        try:
+            return self._tools[name]
+        except KeyError:
+            hint = " (it is only in a catalog, with no code to run)" if name in self._specs else ""
+            raise UnknownToolError(f"no executable tool named {name!r}{hint}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
