@@ -1,0 +1,243 @@
+"""The ``planrail`` command. Exit codes are part of the contract (see ``docs/cli.md``)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from planrail.cli.render import print_issues, print_plan, print_result
+from planrail.engine.executor import Execution
+from planrail.engine.result import RunResult
+from planrail.errors import PlanrailError, ToolLoadError
+from planrail.plan.catalog import load_catalog, load_tools
+from planrail.plan.model import Plan
+from planrail.plan.tools import ToolRegistry
+from planrail.plan.validate import ValidationReport, validate
+
+__all__ = ["ExitCode", "app", "main"]
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    RUN_FAILED = 1
+    USAGE = 2
+    INVALID_PLAN = 3
+    APPROVAL_REFUSED = 4
+    INTERRUPTED = 130
+
+
+app = typer.Typer(
+    name="planrail",
+    help="Plans as dependency graphs for multi-step LLM agents: validate, approve, execute.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option("--tools", "-t", help="Module path (pkg.module) or .py file with @planrail.tool "
+                 "functions; repeatable."),
+]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--catalog", "-c", help="Tool catalog JSON (MCP or OpenAI function form); "
+                 "repeatable."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+
+
+def _out(json_mode: bool) -> Console:
+    """Human output goes to stdout, or to stderr when stdout carries JSON."""
+    return Console(stderr=json_mode, highlight=False)
+
+
+def _fail(console: Console, message: str, code: ExitCode) -> typer.Exit:
+    console.print(f"[red]error:[/] {message}", highlight=False)
+    return typer.Exit(int(code))
+
+
+def registry_from(tools: list[str] | None, catalogs: list[Path] | None,
+                  console: Console) -> ToolRegistry:
+    """Every tool named on the command line, or a usage error (exit 2) saying what failed."""
+    registry = ToolRegistry()
+    try:
+        for cat in catalogs or ():
+            for spec in load_catalog(cat):
+                registry.add(spec)
+        for target in tools or ():
+            for t in load_tools(target):
+                registry.add(t)
+    except ToolLoadError as exc:
+        raise _fail(console, exc.message, ExitCode.USAGE) from None
+    return registry
+
+
+def _check_plan_path(path: Path, console: Console) -> None:
+    if not path.exists():
+        raise _fail(console, f"{path}: no such file", ExitCode.USAGE)
+    if path.is_dir():
+        raise _fail(console, f"{path}: is a directory, not a plan file", ExitCode.USAGE)
+
+
+@app.command("validate")
+def validate_cmd(
+    plan: Annotated[Path, typer.Argument(help="Plan file (JSON or YAML).")],
+    tools: ToolsOpt = None,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Check a plan statically: every problem at once, nothing executed (exit 3 if invalid)."""
+    console = _out(json_out)
+    _check_plan_path(plan, console)
+    registry = registry_from(tools, catalog, console)
+    has_tools = bool(tools or catalog)
+    report = validate(plan, registry if has_tools else None)
+    if json_out:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        print_issues(console, report, str(plan))
+        if not has_tools and report.valid:
+            console.print("[dim]tools were not checked: pass --tools or --catalog[/]")
+    raise typer.Exit(ExitCode.OK if report.valid else ExitCode.INVALID_PLAN)
+
+
+def needs_approval(plan: Plan, registry: ToolRegistry) -> dict[str, str]:
+    """Steps that change the world (or ask for approval), with their side-effect class."""
+    found: dict[str, str] = {}
+    for step in plan.steps:
+        spec = registry.spec(step.tool or "") if step.action == "tool_call" else None
+        effect = spec.side_effects if spec is not None else "none"
+        wanted = step.requires_approval
+        if wanted is None and spec is not None:
+            wanted = spec.requires_approval
+        if wanted is None:
+            wanted = effect != "none"
+        if wanted:
+            found[step.id] = effect
+    return found
+
+
+def approve(console: Console, plan: Plan, registry: ToolRegistry, *, yes: bool) -> bool:
+    """Show the plan and ask a person, unless ``--yes`` or nothing changes the world."""
+    pending = needs_approval(plan, registry)
+    if not pending or yes:
+        return True
+    effects = {
+        s.id: (registry.spec(s.tool or "").side_effects if registry.spec(s.tool or "") else "none")
+        for s in plan.steps
+    }
+    print_plan(console, plan, effects)
+    console.print(f"{len(pending)} step(s) change the world: {', '.join(pending)}")
+    if not sys.stdin.isatty():
+        console.print("[red]approval needed[/]: no terminal to ask on; pass --yes to approve")
+        return False
+    return typer.confirm("Run this plan?", default=False, err=True)
+
+
+def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult:
+    """Run with live progress; Ctrl-C cancels the run cleanly and exits 130."""
+    from planrail.cli.progress import make_progress
+
+    progress = make_progress(console, [s.id for s in execution.plan.steps], quiet=quiet)
+    execution.observers.append(progress)
+    with progress:
+        try:
+            return asyncio.run(execution.run())
+        except KeyboardInterrupt:
+            pass
+    result = execution.result()
+    console.print("[magenta]interrupted[/]: running steps were cancelled; the run is cancelled")
+    return result
+
+
+def emit_result(result: RunResult, console: Console, *, json_out: bool) -> None:
+    if json_out:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+    else:
+        print_result(console, result)
+        if result.output is not None:
+            console.print_json(json.dumps(result.output, ensure_ascii=False, default=str))
+
+
+def exit_code(result: RunResult) -> ExitCode:
+    if result.status == "succeeded":
+        return ExitCode.OK
+    if result.status == "cancelled":
+        return ExitCode.INTERRUPTED
+    return ExitCode.RUN_FAILED
+
+
+@app.command("run")
+def run_cmd(
+    plan: Annotated[Path, typer.Argument(help="Plan file (JSON or YAML).")],
+    tools: ToolsOpt = None,
+    catalog: CatalogOpt = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Id for this run.")] = None,
+    max_concurrency: Annotated[
+        int | None, typer.Option("--max-concurrency", min=1, help="Most steps running at once.")
+    ] = None,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="Cancel everything in flight on the first failure.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve without asking.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Validate, approve and execute a plan by dependency (exit 1 if a step failed)."""
+    console = _out(json_out)
+    _check_plan_path(plan, console)
+    registry = registry_from(tools, catalog, console)
+    if not tools:
+        raise _fail(console, "run needs --tools: the code of the plan's tools", ExitCode.USAGE)
+    report = validate(plan, registry)
+    if not report.valid:
+        _report_invalid(console, report, str(plan), json_out)
+        raise typer.Exit(ExitCode.INVALID_PLAN)
+    assert report.plan is not None
+    if not approve(console, report.plan, registry, yes=yes):
+        if json_out:
+            print(json.dumps({"run_id": run_id, "status": "refused", "output": None, "steps": []}))
+        console.print("[red]approval refused[/]: nothing was executed")
+        raise typer.Exit(ExitCode.APPROVAL_REFUSED)
+    execution = Execution(
+        report.plan, registry, run_id=run_id, max_concurrency=max_concurrency,
+        failure_mode="fail_fast" if fail_fast else "continue",
+    )
+    result = execute(execution, console, quiet=quiet or json_out)
+    emit_result(result, console, json_out=json_out)
+    raise typer.Exit(exit_code(result))
+
+
+def _report_invalid(console: Console, report: ValidationReport, source: str,
+                    json_out: bool) -> None:
+    if json_out:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        print_issues(console, report, source)
+
+
+@app.command("demo")
+def demo_cmd(
+    fast: Annotated[bool, typer.Option("--fast", help="No simulated latency.")] = False,
+) -> None:
+    """The built-in end-to-end demonstration: onboarding on a local SQLite CRM (no network)."""
+    from planrail.cli.demo import run_demo
+
+    raise typer.Exit(run_demo(Console(highlight=False), fast=fast))
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point of the ``planrail`` script."""
+    try:
+        return app(args=argv, prog_name="planrail")
+    except PlanrailError as exc:  # anything not handled by a command: one line, never a traceback
+        Console(stderr=True).print(f"[red]error:[/] {exc.message}", highlight=False)
+        sys.exit(ExitCode.USAGE)

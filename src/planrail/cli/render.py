@@ -1,0 +1,125 @@
+"""Human output: validation issues, plan tables, run summaries. Rich, but plain when piped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from planrail.engine.result import RunResult
+from planrail.plan.model import Plan
+from planrail.plan.refs import parse_template
+from planrail.plan.validate import Issue, ValidationReport
+
+__all__ = ["STATUS_STYLE", "print_issues", "print_plan", "print_result"]
+
+STATUS_STYLE = {
+    "pending": ("·", "dim"),
+    "running": ("▶", "cyan"),
+    "succeeded": ("✓", "green"),
+    "failed": ("✗", "red"),
+    "skipped": ("↷", "yellow"),
+    "cancelled": ("■", "magenta"),
+    "in_doubt": ("?", "bold red"),
+}
+
+
+def print_issues(console: Console, report: ValidationReport, source: str) -> None:
+    """Every error and warning, with where it is and how to fix it."""
+    if report.valid:
+        console.print(f"[green]✓[/] {source} is valid ({_count(report.warnings, 'warning')})")
+    else:
+        console.print(
+            f"[red]✗[/] {source} is invalid: {_count(report.errors, 'error')}, "
+            f"{_count(report.warnings, 'warning')} — nothing was executed"
+        )
+    for kind, style, issues in (("error", "red", report.errors),
+                                ("warning", "yellow", report.warnings)):
+        for issue in issues:
+            _issue(console, kind, style, issue)
+
+
+def _issue(console: Console, kind: str, style: str, issue: Issue) -> None:
+    where = f"step '{issue.step}'" if issue.step else "plan"
+    head = Text.assemble((f"  {kind} ", style), (f"[{issue.code}] ", "bold"), f"{where} at ",
+                         (issue.path, "cyan"))
+    console.print(head)
+    console.print(Text("      " + issue.message))
+
+
+def _count(items: list[Any], word: str) -> str:
+    return f"{len(items)} {word}{'' if len(items) == 1 else 's'}"
+
+
+def _sources(args: Any) -> str:
+    """Which steps an argument's value comes from ("user" for plain literals)."""
+    found: list[str] = []
+    stack = [args]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str) and "${" in v:
+            found.extend(r.step for r in parse_template(v).references)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return ", ".join(dict.fromkeys(found)) if found else "user"
+
+
+def print_plan(console: Console, plan: Plan, side_effects: dict[str, str] | None = None) -> None:
+    """The plan as a table: each step, what it calls, what it waits for, where its inputs come from."""
+    table = Table(title=plan.goal or None, show_lines=False, expand=False)
+    table.add_column("step", style="bold")
+    table.add_column("calls")
+    table.add_column("after")
+    table.add_column("arguments (source)")
+    if side_effects is not None:
+        table.add_column("side effects")
+    for step in plan.steps:
+        what = step.tool or step.action
+        args = []
+        for name, value in (step.args or {}).items():
+            src = _sources(value)
+            style = "green" if src == "user" else "cyan"
+            args.append(f"{name} [{style}]({src})[/]")
+        row = [step.id, what, ", ".join(step.depends_on) or "—", "\n".join(args) or "—"]
+        if side_effects is not None:
+            effect = side_effects.get(step.id, "?")
+            row.append(f"[yellow]{effect}[/]" if effect not in ("none", "?") else effect)
+        table.add_row(*row)
+    console.print(table)
+
+
+def print_result(console: Console, result: RunResult, order: Iterable[str] | None = None) -> None:
+    """The final summary table of a run."""
+    table = Table(title=f"run {result.run_id}: {result.status}")
+    for col in ("step", "status", "attempts", "duration", "output / error / reason"):
+        table.add_column(col)
+    for sid in order or result.steps:
+        r = result.steps[sid]
+        icon, style = STATUS_STYLE.get(str(r.status), ("", ""))
+        dur = (
+            f"{r.finished_at - r.started_at:.2f}s"
+            if r.started_at is not None and r.finished_at is not None else "—"
+        )
+        if r.error:
+            detail = f"[red]{r.error['type']}: {r.error['message']}[/]"
+        elif r.reason:
+            detail = f"[yellow]{r.reason}[/]"
+        else:
+            detail = _short(r.output)
+        table.add_row(sid, f"[{style}]{icon} {r.status}[/]", str(r.attempts), dur, detail)
+    console.print(table)
+    if result.error:
+        console.print(f"[red]{result.error}[/]")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    import json
+
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text.replace("[", "\\[")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

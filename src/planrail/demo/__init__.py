@@ -1,0 +1,1 @@
+"""The built-in demonstration: onboarding a customer into a local SQLite "CRM"."""

@@ -1,0 +1,100 @@
+"""Durable run state: runs, step records, events, idempotency intents and leases.
+
+Open a store with ``open_store(url)``; every backend implements the ``Store`` protocol and
+passes the same contract tests::
+
+    memory://                         MemoryStore: this process only, nothing kept
+    sqlite:///relative/path.db        SQLiteStore (the default: sqlite:///.planrail/planrail.db)
+    sqlite:////absolute/path.db       (a bare file path means SQLite too)
+    postgresql://user@host/db         PostgresStore (also postgres://; needs planrail[postgres])
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from planrail.errors import StoreError
+from planrail.store.base import (
+    RUN_STATUSES,
+    Event,
+    IdempotencyConflictError,
+    Intent,
+    Lease,
+    RunExistsError,
+    RunNotFoundError,
+    RunRecord,
+    StepRecord,
+    Store,
+)
+from planrail.store.memory import MemoryStore
+from planrail.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from planrail.store.postgres import PostgresStore
+
+__all__ = [
+    "DEFAULT_STORE_URL",
+    "RUN_STATUSES",
+    "Event",
+    "IdempotencyConflictError",
+    "Intent",
+    "Lease",
+    "MemoryStore",
+    "PostgresStore",
+    "RunExistsError",
+    "RunNotFoundError",
+    "RunRecord",
+    "SQLiteStore",
+    "StepRecord",
+    "Store",
+    "open_store",
+]
+
+DEFAULT_STORE_URL = "sqlite:///.planrail/planrail.db"
+"""The store used when neither an argument nor ``PLANRAIL_STORE`` names one."""
+
+_FORMS = (
+    "memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, a bare file path, "
+    "or postgresql://user@host:port/dbname"
+)
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open the store ``url`` names (see the module docstring for the accepted forms).
+
+    ``None`` means the ``PLANRAIL_STORE`` environment variable, or ``DEFAULT_STORE_URL`` when
+    that is unset or empty. A SQLite file's folder is created when missing.
+    """
+    if url is None:
+        url = os.environ.get("PLANRAIL_STORE") or DEFAULT_STORE_URL
+    url = url.strip()
+    if not url:
+        raise StoreError(f"the store URL is empty: use {_FORMS}")
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return SQLiteStore(os.path.expanduser(url))
+    scheme = scheme.lower()
+    if scheme == "memory":
+        if rest:
+            raise StoreError(f"a memory store takes no path: use memory:// (got {url!r})")
+        return MemoryStore()
+    if scheme == "sqlite":
+        # As SQLAlchemy spells it: sqlite:///rel.db is relative, sqlite:////abs.db absolute.
+        if not rest.startswith("/") or rest == "/":
+            raise StoreError(f"a SQLite URL needs a path, as in sqlite:///runs.db (got {url!r})")
+        return SQLiteStore(os.path.expanduser(rest[1:]))
+    if scheme in ("postgresql", "postgres"):
+        from planrail.store.postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise StoreError(f"unknown store URL scheme {scheme!r} in {url!r}: use {_FORMS}")
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresStore is loaded on first use so that importing planrail.store never needs psycopg.
+    if name == "PostgresStore":
+        from planrail.store.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

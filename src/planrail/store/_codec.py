@@ -1,0 +1,204 @@
+"""Records to table rows and back, shared by every backend so they agree on JSON handling.
+
+JSON fields become compact JSON text (``None`` becomes ``"null"``, so JSON columns are never SQL
+NULL); key order and the exact text are kept, which makes a resumed run see byte-identical data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from planrail.errors import StoreCorruptError, StoreError
+from planrail.store.base import (
+    Event,
+    IdempotencyConflictError,
+    Intent,
+    Lease,
+    RunNotFoundError,
+    RunRecord,
+    StepRecord,
+)
+
+RUN_COLUMNS = (
+    "run_id",
+    "plan",
+    "plan_hash",
+    "status",
+    "created_at",
+    "updated_at",
+    "output",
+    "approval",
+    "error",
+    "metadata",
+)
+STEP_COLUMNS = (
+    "run_id",
+    "step_id",
+    "status",
+    "attempts",
+    "idempotency_key",
+    "args",
+    "args_hash",
+    "output",
+    "error",
+    "reason",
+    "started_at",
+    "finished_at",
+    "degraded",
+    "attempt_history",
+    "metadata",
+)
+EVENT_COLUMNS = ("run_id", "seq", "type", "at", "step_id", "attempt", "data")
+INTENT_COLUMNS = ("run_id", "step_key", "idempotency_key", "args_hash")
+LEASE_COLUMNS = ("run_id", "owner", "expires_at")
+
+Row = tuple[Any, ...]
+
+_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def dump(value: Any, what: str) -> str:
+    """``value`` as JSON text; a value JSON cannot hold is a ``StoreError`` naming ``what``."""
+    try:
+        return _encoder.encode(value)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"cannot store {what}: it is not plain JSON data ({exc})") from None
+
+
+def load(text: Any, what: str) -> Any:
+    if not isinstance(text, str):
+        raise StoreCorruptError(f"{what} is not JSON text (found {type(text).__name__})")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise StoreCorruptError(f"{what} holds invalid JSON ({exc})") from None
+
+
+def encode_run(r: RunRecord) -> Row:
+    what = f"run {r.run_id!r}"
+    return (
+        r.run_id,
+        dump(r.plan, f"the plan of {what}"),
+        r.plan_hash,
+        r.status,
+        float(r.created_at),
+        float(r.updated_at),
+        dump(r.output, f"the output of {what}"),
+        dump(r.approval, f"the approval of {what}"),
+        dump(r.error, f"the error of {what}"),
+        dump(r.metadata, f"the metadata of {what}"),
+    )
+
+
+def decode_run(row: Sequence[Any]) -> RunRecord:
+    what = f"run {row[0]!r}"
+    try:
+        return RunRecord(
+            run_id=row[0],
+            plan=load(row[1], f"the plan of {what}"),
+            plan_hash=row[2],
+            status=row[3],
+            created_at=row[4],
+            updated_at=row[5],
+            output=load(row[6], f"the output of {what}"),
+            approval=load(row[7], f"the approval of {what}"),
+            error=load(row[8], f"the error of {what}"),
+            metadata=load(row[9], f"the metadata of {what}"),
+        )
+    except ValueError as exc:
+        raise StoreCorruptError(f"{what} cannot be read: {exc}") from None
+
+
+def encode_step(s: StepRecord) -> Row:
+    what = f"step {s.step_id!r} of run {s.run_id!r}"
+    return (
+        s.run_id,
+        s.step_id,
+        s.status.value,
+        s.attempts,
+        s.idempotency_key,
+        dump(s.args, f"the args of {what}"),
+        s.args_hash,
+        dump(s.output, f"the output of {what}"),
+        dump(s.error, f"the error of {what}"),
+        s.reason,
+        None if s.started_at is None else float(s.started_at),
+        None if s.finished_at is None else float(s.finished_at),
+        bool(s.degraded),
+        dump(s.attempt_history, f"the attempt history of {what}"),
+        dump(s.metadata, f"the metadata of {what}"),
+    )
+
+
+def decode_step(row: Sequence[Any]) -> StepRecord:
+    what = f"step {row[1]!r} of run {row[0]!r}"
+    try:
+        return StepRecord(
+            run_id=row[0],
+            step_id=row[1],
+            status=row[2],
+            attempts=row[3],
+            idempotency_key=row[4],
+            args=load(row[5], f"the args of {what}"),
+            args_hash=row[6],
+            output=load(row[7], f"the output of {what}"),
+            error=load(row[8], f"the error of {what}"),
+            reason=row[9],
+            started_at=row[10],
+            finished_at=row[11],
+            degraded=bool(row[12]),
+            attempt_history=load(row[13], f"the attempt history of {what}"),
+            metadata=load(row[14], f"the metadata of {what}"),
+        )
+    except ValueError as exc:
+        raise StoreCorruptError(f"{what} cannot be read: {exc}") from None
+
+
+def encode_event(e: Event) -> Row:
+    """The event's row; the store fills in ``seq`` (index 1)."""
+    data = dump(e.data, f"the data of event {e.type!r} of run {e.run_id!r}")
+    return (e.run_id, e.seq, e.type, float(e.at), e.step_id, e.attempt, data)
+
+
+def decode_event(row: Sequence[Any]) -> Event:
+    return Event(
+        run_id=row[0],
+        seq=row[1],
+        type=row[2],
+        at=row[3],
+        step_id=row[4],
+        attempt=row[5],
+        data=load(row[6], f"the data of event {row[1]} of run {row[0]!r}"),
+    )
+
+
+def encode_intent(i: Intent) -> Row:
+    return (i.run_id, i.step_key, i.idempotency_key, i.args_hash)
+
+
+def decode_intent(row: Sequence[Any]) -> Intent:
+    return Intent(run_id=row[0], step_key=row[1], idempotency_key=row[2], args_hash=row[3])
+
+
+def decode_lease(row: Sequence[Any]) -> Lease:
+    return Lease(run_id=row[0], owner=row[1], expires_at=row[2])
+
+
+def conflict(intent: Intent, recorded_hash: str) -> StoreError:
+    return IdempotencyConflictError(
+        f"idempotency key {intent.idempotency_key!r} of run {intent.run_id!r} was recorded "
+        f"with args hash {recorded_hash!r} and is now used with {intent.args_hash!r}; "
+        "a key must always carry the same arguments",
+        run_id=intent.run_id,
+        step_id=intent.step_key,
+    )
+
+
+def missing_run(run_id: str) -> StoreError:
+    return RunNotFoundError(
+        f"run {run_id!r} does not exist: create it (or pass it as commit(run=...)) before "
+        "writing its steps, events or intents",
+        run_id=run_id,
+    )

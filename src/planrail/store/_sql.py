@@ -1,0 +1,162 @@
+"""SQL text shared by the SQLite and PostgreSQL backends (they differ only in placeholders)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from planrail.store._codec import (
+    EVENT_COLUMNS,
+    INTENT_COLUMNS,
+    LEASE_COLUMNS,
+    RUN_COLUMNS,
+    STEP_COLUMNS,
+    missing_run,
+)
+
+
+def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], p: str) -> str:
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join([p] * len(columns))}) "
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    )
+
+
+class Statements:
+    """Every statement the backends run, for the placeholder ``p`` (``?`` or ``%s``)."""
+
+    def __init__(self, p: str) -> None:
+        runs = ", ".join(RUN_COLUMNS)
+        self.insert_run = (
+            f"INSERT INTO runs ({runs}) VALUES ({', '.join([p] * len(RUN_COLUMNS))}) "
+            "ON CONFLICT (run_id) DO NOTHING"
+        )
+        self.upsert_run = _upsert("runs", RUN_COLUMNS, ("run_id",), p)
+        self.get_run = f"SELECT {runs} FROM runs WHERE run_id = {p}"
+        self.run_exists = f"SELECT 1 FROM runs WHERE run_id = {p}"
+        self.list_runs = f"SELECT {runs} FROM runs"
+        self.list_runs_by_status = f"SELECT {runs} FROM runs WHERE status = {p}"
+        self.list_order = " ORDER BY created_at DESC, run_id DESC"
+        self.limit = f" LIMIT {p}"
+        self.upsert_step = _upsert("steps", STEP_COLUMNS, ("run_id", "step_id"), p)
+        self.get_steps = (
+            f"SELECT {', '.join(STEP_COLUMNS)} FROM steps WHERE run_id = {p} ORDER BY step_id"
+        )
+        self.take_seqs = (
+            f"UPDATE runs SET last_seq = last_seq + {p} WHERE run_id = {p} RETURNING last_seq"
+        )
+        self.insert_event = (
+            f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
+            f"VALUES ({', '.join([p] * len(EVENT_COLUMNS))})"
+        )
+        self.get_events = (
+            f"SELECT {', '.join(EVENT_COLUMNS)} FROM events "
+            f"WHERE run_id = {p} AND seq > {p} ORDER BY seq"
+        )
+        # The no-op update makes RETURNING hand back the hash already recorded, if any.
+        self.record_intent = (
+            f"INSERT INTO intents ({', '.join(INTENT_COLUMNS)}) "
+            f"VALUES ({', '.join([p] * len(INTENT_COLUMNS))}) "
+            "ON CONFLICT (run_id, idempotency_key) DO UPDATE SET args_hash = intents.args_hash "
+            "RETURNING args_hash"
+        )
+        self.get_intents = (
+            f"SELECT {', '.join(INTENT_COLUMNS)} FROM intents "
+            f"WHERE run_id = {p} ORDER BY idempotency_key"
+        )
+        self.acquire_lease = (
+            f"INSERT INTO leases ({', '.join(LEASE_COLUMNS)}) VALUES ({p}, {p}, {p}) "
+            "ON CONFLICT (run_id) DO UPDATE "
+            "SET owner = excluded.owner, expires_at = excluded.expires_at "
+            f"WHERE leases.owner = excluded.owner OR leases.expires_at <= {p} "
+            "RETURNING owner"
+        )
+        self.renew_lease = (
+            f"UPDATE leases SET expires_at = {p} "
+            f"WHERE run_id = {p} AND owner = {p} AND expires_at > {p}"
+        )
+        self.release_lease = f"DELETE FROM leases WHERE run_id = {p} AND owner = {p}"
+        self.get_lease = f"SELECT {', '.join(LEASE_COLUMNS)} FROM leases WHERE run_id = {p}"
+
+
+def schema_v1(json_type: str, float_type: str, bool_type: str) -> tuple[str, ...]:
+    """The first schema, written once for both backends' column types."""
+    j, f = json_type, float_type
+    return (
+        f"""CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            plan {j} NOT NULL,
+            plan_hash TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at {f} NOT NULL,
+            updated_at {f} NOT NULL,
+            output {j} NOT NULL,
+            approval {j} NOT NULL,
+            error {j} NOT NULL,
+            metadata {j} NOT NULL,
+            last_seq BIGINT NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX runs_by_created ON runs (created_at, run_id)",
+        "CREATE INDEX runs_by_status ON runs (status, created_at, run_id)",
+        f"""CREATE TABLE steps (
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            step_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            idempotency_key TEXT NOT NULL,
+            args {j} NOT NULL,
+            args_hash TEXT,
+            output {j} NOT NULL,
+            error {j} NOT NULL,
+            reason TEXT,
+            started_at {f},
+            finished_at {f},
+            degraded {bool_type} NOT NULL,
+            attempt_history {j} NOT NULL,
+            metadata {j} NOT NULL,
+            PRIMARY KEY (run_id, step_id)
+        )""",
+        f"""CREATE TABLE events (
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            type TEXT NOT NULL,
+            at {f} NOT NULL,
+            step_id TEXT,
+            attempt INTEGER,
+            data {j} NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        )""",
+        """CREATE TABLE intents (
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            step_key TEXT NOT NULL,
+            idempotency_key TEXT NOT NULL,
+            args_hash TEXT NOT NULL,
+            PRIMARY KEY (run_id, idempotency_key)
+        )""",
+        f"""CREATE TABLE leases (
+            run_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            expires_at {f} NOT NULL
+        )""",
+    )
+
+
+def reserve_seqs(run_ids: Sequence[str], take: Callable[[str, int], Any]) -> list[int]:
+    """The seqs of events for ``run_ids`` (in order), given ``take(run_id, n)``.
+
+    ``take`` reserves the run's next ``n`` seqs and returns the row holding the last one, or None
+    when the run does not exist.
+    """
+    next_seq: dict[str, int] = {}
+    for run_id, count in Counter(run_ids).items():
+        row = take(run_id, count)
+        if row is None:
+            raise missing_run(run_id)
+        next_seq[run_id] = int(row[0]) - count + 1
+    seqs = []
+    for run_id in run_ids:
+        seqs.append(next_seq[run_id])
+        next_seq[run_id] += 1
+    return seqs

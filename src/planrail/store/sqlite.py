@@ -1,0 +1,323 @@
+"""``SQLiteStore``: the default store, one file that several processes may share."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from planrail.errors import StoreCorruptError, StoreError
+from planrail.store import _codec as codec
+from planrail.store._sql import Statements, reserve_seqs, schema_v1
+from planrail.store.base import (
+    Event,
+    Intent,
+    Lease,
+    RunExistsError,
+    RunRecord,
+    StepRecord,
+    StoreBase,
+    check_events,
+    check_lease_args,
+    check_list_args,
+    with_seqs,
+)
+
+__all__ = ["SCHEMA_VERSION", "SQLiteStore"]
+
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (1, schema_v1(json_type="TEXT", float_type="REAL", bool_type="INTEGER")),
+)
+"""``(version, statements)`` pairs, applied in order to bring a file up to ``SCHEMA_VERSION``."""
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+_HEADER = b"SQLite format 3\x00"
+_SQL = Statements("?")
+_CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+
+
+class SQLiteStore(StoreBase):
+    """A ``Store`` in one SQLite file (standard library ``sqlite3``, WAL mode).
+
+    Several processes may open the same file: every write is one ``BEGIN IMMEDIATE``
+    transaction, and a writer waits up to ``busy_timeout`` seconds for another to finish.
+    JSON fields are stored as text. The schema is versioned (table ``schema_version``) and
+    migrated forward on open; a file written by a newer planrail is refused, as is a damaged
+    one (``StoreCorruptError``): planrail never treats a file it cannot read as empty.
+
+    ``durable=False`` sets ``synchronous=NORMAL``: faster commits, but the last ones may be lost
+    on power failure or an OS crash (never on a crash of the process itself).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0, durable: bool = True
+    ) -> None:
+        self.path = os.fspath(path)
+        self._busy_timeout = busy_timeout
+        self._lock = threading.Lock()
+        in_memory = self.path == ":memory:" or self.path.startswith("file:")
+        if not in_memory:
+            if not os.path.lexists(self.path):
+                _create(self.path)
+            _check_file(self.path)
+        with self._translate("opening the store"):
+            self._conn = sqlite3.connect(
+                self.path,
+                timeout=busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=64,
+                uri=self.path.startswith("file:"),
+            )
+        try:
+            with self._translate("opening the store"):
+                self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+                self._conn.execute("PRAGMA journal_mode = WAL").fetchall()
+                self._conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+                self._conn.execute("PRAGMA foreign_keys = ON")
+                self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def create_run(self, run: RunRecord) -> None:
+        row = codec.encode_run(run)
+        with self._write("creating a run") as conn:
+            if conn.execute(_SQL.insert_run, row).rowcount == 0:
+                raise RunExistsError(f"run {run.run_id!r} already exists", run_id=run.run_id)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._read(_SQL.get_run, (run_id,))
+        return codec.decode_run(rows[0]) if rows else None
+
+    def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        check_list_args(status, limit)
+        sql, params = (
+            (_SQL.list_runs, ()) if status is None else (_SQL.list_runs_by_status, (status,))
+        )
+        sql += _SQL.list_order
+        if limit is not None:
+            sql, params = sql + _SQL.limit, (*params, limit)
+        return [codec.decode_run(r) for r in self._read(sql, params)]
+
+    def commit(
+        self,
+        *,
+        run: RunRecord | None = None,
+        steps: Sequence[StepRecord] = (),
+        events: Sequence[Event] = (),
+        intents: Sequence[Intent] = (),
+    ) -> list[Event]:
+        check_events(events)
+        run_row = None if run is None else codec.encode_run(run)
+        step_rows = [codec.encode_step(s) for s in steps]
+        event_rows = [codec.encode_event(e) for e in events]
+        with self._write("committing") as conn:
+            if run_row is not None:
+                conn.execute(_SQL.upsert_run, run_row)
+            for run_id in {r[0] for r in step_rows} | {i.run_id for i in intents}:
+                known = run_row is not None and run_id == run_row[0]
+                if not known and conn.execute(_SQL.run_exists, (run_id,)).fetchone() is None:
+                    raise codec.missing_run(run_id)
+            if step_rows:
+                conn.executemany(_SQL.upsert_step, step_rows)
+            for intent in intents:
+                (recorded,) = conn.execute(
+                    _SQL.record_intent, codec.encode_intent(intent)
+                ).fetchone()
+                if recorded != intent.args_hash:
+                    raise codec.conflict(intent, recorded)
+            seqs = reserve_seqs(
+                [r[0] for r in event_rows],
+                lambda run_id, n: conn.execute(_SQL.take_seqs, (n, run_id)).fetchone(),
+            )
+            if event_rows:
+                conn.executemany(
+                    _SQL.insert_event,
+                    [(r[0], s, *r[2:]) for r, s in zip(event_rows, seqs, strict=True)],
+                )
+        return with_seqs(events, seqs)
+
+    def get_steps(self, run_id: str) -> dict[str, StepRecord]:
+        return {r[1]: codec.decode_step(r) for r in self._read(_SQL.get_steps, (run_id,))}
+
+    def events(self, run_id: str, after_seq: int = 0) -> list[Event]:
+        return [codec.decode_event(r) for r in self._read(_SQL.get_events, (run_id, after_seq))]
+
+    def intents(self, run_id: str) -> list[Intent]:
+        return [codec.decode_intent(r) for r in self._read(_SQL.get_intents, (run_id,))]
+
+    def acquire_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
+        check_lease_args(ttl)
+        with self._write("acquiring a lease") as conn:
+            params = (run_id, owner, now + ttl, now)
+            return conn.execute(_SQL.acquire_lease, params).fetchone() is not None
+
+    def renew_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
+        check_lease_args(ttl)
+        with self._write("renewing a lease") as conn:
+            params = (now + ttl, run_id, owner, now)
+            return conn.execute(_SQL.renew_lease, params).rowcount == 1
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        with self._write("releasing a lease") as conn:
+            conn.execute(_SQL.release_lease, (run_id, owner))
+
+    def get_lease(self, run_id: str) -> Lease | None:
+        rows = self._read(_SQL.get_lease, (run_id,))
+        return codec.decode_lease(rows[0]) if rows else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    def _migrate(self) -> None:
+        if self._schema_version() == SCHEMA_VERSION:
+            return
+        with self._write("migrating the schema") as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            current = self._schema_version()
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} uses store schema version {current}, but this planrail only "
+                    f"knows versions up to {SCHEMA_VERSION}: upgrade planrail to open it"
+                )
+            for version, statements in MIGRATIONS:
+                if version > current:
+                    for statement in statements:
+                        conn.execute(statement)
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+
+    def _schema_version(self) -> int:
+        try:
+            row = self._conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return 0
+            raise
+        return int(row[0] or 0)
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        with self._lock, self._translate("reading"):
+            return self._conn.execute(sql, params).fetchall()
+
+    @contextmanager
+    def _write(self, doing: str) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._translate(doing):
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _translate(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            code = getattr(exc, "sqlite_errorcode", -1) & 0xFF
+            if code in _CORRUPT_CODES:
+                raise StoreCorruptError(
+                    f"{self.path}: the SQLite file is damaged ({exc}); planrail will not guess "
+                    "at its contents: restore it from a backup or move it aside"
+                ) from None
+            if code in _BUSY_CODES:
+                raise StoreError(
+                    f"{self.path}: another process held the database for more than "
+                    f"{self._busy_timeout:g}s while {doing}"
+                ) from exc
+            raise StoreError(f"{self.path}: SQLite failed while {doing}: {exc}") from exc
+
+
+def _create(path: str) -> None:
+    """Create a store file atomically, so no process ever sees it half made.
+
+    SQLite creates an empty file at once and writes its header later; another process opening
+    it in between would find a 0-byte file, which ``_check_file`` rightly calls damaged. So the
+    file is built under a temporary name and linked into place (``os.link`` never replaces a file
+    another process created first).
+    """
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot create the store's folder: {exc}") from None
+    tmp = f"{path}.{os.getpid()}-{secrets.token_hex(4)}.new"
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchall()
+        finally:
+            conn.close()
+        SQLiteStore(tmp).close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:
+            # A filesystem without hard links: a rename is the best we can do.
+            if not os.path.lexists(path):
+                os.replace(tmp, path)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"{path}: cannot create the store: {exc}") from None
+    finally:
+        for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+
+
+def _check_file(path: str) -> None:
+    """Refuse a file that is not, or no longer, a whole SQLite database, before SQLite opens it.
+
+    SQLite would treat an empty file as a new database and may read a truncated one until it hits
+    the missing pages; a run store must say so at once instead.
+    """
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot open the store: {exc}") from None
+
+    def corrupt(why: str) -> StoreCorruptError:
+        return StoreCorruptError(
+            f"{path} {why}; planrail will not treat it as an empty store: restore it from a "
+            "backup, or move it aside to start a new one"
+        )
+
+    if os.path.isdir(path):
+        raise StoreError(f"{path} is a directory, not a SQLite store file")
+    if size == 0:
+        raise corrupt("is empty (0 bytes) where a SQLite database was expected")
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the store: {exc}") from None
+    if not _HEADER.startswith(header[: len(_HEADER)]):
+        raise corrupt("is not a SQLite database (its first bytes are not a SQLite header)")
+    if len(header) < 100:
+        raise corrupt(f"is truncated ({size} bytes, shorter than a SQLite header)")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The page count is only trustworthy when the two change counters agree; with a WAL file
+    # present another process may be checkpointing, so the file may legitimately lag behind.
+    count_valid = header[24:28] == header[92:96]
+    if count_valid and not os.path.exists(path + "-wal") and size < pages * page_size:
+        raise corrupt(f"is truncated ({size} bytes of the {pages * page_size} its header declares)")

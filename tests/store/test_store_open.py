@@ -1,0 +1,153 @@
+"""``open_store`` URLs, the public API of ``planrail.store``, and its records' own checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import planrail.store
+from planrail.errors import StoreError
+from planrail.store import MemoryStore, RunRecord, SQLiteStore, StepRecord, open_store
+from planrail.types import StepStatus
+
+
+def test_memory_url_opens_a_memory_store() -> None:
+    """``memory://`` gives a fresh MemoryStore."""
+    with open_store("memory://") as store:
+        assert isinstance(store, MemoryStore)
+
+
+@pytest.mark.parametrize(
+    ("url", "relative_path"),
+    [
+        ("sqlite:///runs.db", "runs.db"),
+        ("sqlite:///sub/dir/runs.db", "sub/dir/runs.db"),
+        ("runs.db", "runs.db"),
+        ("sub/runs.db", "sub/runs.db"),
+    ],
+)
+def test_sqlite_urls_and_bare_paths_are_relative_to_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, relative_path: str
+) -> None:
+    """``sqlite:///x`` and a bare path ``x`` open the SQLite file x in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    with open_store(url) as store:
+        assert isinstance(store, SQLiteStore)
+    assert (tmp_path / relative_path).is_file()
+
+
+def test_four_slashes_make_an_absolute_sqlite_path(tmp_path: Path) -> None:
+    """``sqlite:////abs/path.db`` (as SQLAlchemy spells it) opens an absolute path."""
+    with open_store(f"sqlite:///{tmp_path}/abs.db") as store:
+        assert isinstance(store, SQLiteStore)
+    assert (tmp_path / "abs.db").is_file()
+
+
+def test_no_url_means_the_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no argument, ``PLANRAIL_STORE`` names the store."""
+    monkeypatch.setenv("PLANRAIL_STORE", f"sqlite:///{tmp_path}/env.db")
+    with open_store() as store:
+        assert isinstance(store, SQLiteStore)
+    assert (tmp_path / "env.db").is_file()
+
+
+@pytest.mark.parametrize("env", [None, ""])
+def test_no_url_and_no_variable_means_a_file_under_dot_planrail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: str | None
+) -> None:
+    """The default store is ``.planrail/planrail.db`` in the working folder, folder created."""
+    monkeypatch.chdir(tmp_path)
+    if env is None:
+        monkeypatch.delenv("PLANRAIL_STORE", raising=False)
+    else:
+        monkeypatch.setenv("PLANRAIL_STORE", env)
+    with open_store(None) as store:
+        assert isinstance(store, SQLiteStore)
+    assert (tmp_path / ".planrail" / "planrail.db").is_file()
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://db/runs", "unknown store URL scheme 'mysql'"),
+        ("redis://localhost", "postgresql://"),
+        ("sqlite://", "needs a path"),
+        ("sqlite:///", "needs a path"),
+        ("memory://somewhere", "takes no path"),
+        ("  ", "empty"),
+    ],
+)
+def test_bad_urls_are_store_errors_that_list_the_accepted_forms(url: str, message: str) -> None:
+    """A URL planrail cannot open is a StoreError that says what it accepts."""
+    with pytest.raises(StoreError, match=message):
+        open_store(url)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_postgres_urls_open_a_postgres_store(pg_url: str, scheme: str) -> None:
+    """``postgresql://`` and ``postgres://`` URLs open a PostgresStore."""
+    from planrail.store.postgres import PostgresStore
+
+    url = scheme + pg_url[pg_url.index("://") :]
+    with open_store(url) as store:
+        assert isinstance(store, PostgresStore)
+
+
+def test_importing_the_store_never_imports_psycopg() -> None:
+    """``import planrail.store`` works without psycopg: it is loaded only for PostgreSQL."""
+    code = "import sys, planrail.store; sys.exit('psycopg' in sys.modules)"
+    src = str(Path(planrail.store.__file__).resolve().parents[2])
+    result = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": src}, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_public_api_is_pinned() -> None:
+    """``planrail.store.__all__`` is the curated public API; changing it is a decision."""
+    assert sorted(planrail.store.__all__) == [
+        "DEFAULT_STORE_URL",
+        "Event",
+        "IdempotencyConflictError",
+        "Intent",
+        "Lease",
+        "MemoryStore",
+        "PostgresStore",
+        "RUN_STATUSES",
+        "RunExistsError",
+        "RunNotFoundError",
+        "RunRecord",
+        "SQLiteStore",
+        "StepRecord",
+        "Store",
+        "open_store",
+    ]
+    for name in planrail.store.__all__:
+        assert getattr(planrail.store, name) is not None
+
+
+def test_a_run_status_outside_the_known_set_is_refused() -> None:
+    """RunRecord accepts only the run statuses planrail defines."""
+    with pytest.raises(ValueError, match="run status 'done'"):
+        RunRecord(run_id="r", plan={}, plan_hash="h", status="done", created_at=0, updated_at=0)
+
+
+def test_a_step_status_outside_step_status_is_refused() -> None:
+    """StepRecord converts its status to StepStatus and refuses unknown values."""
+    step = StepRecord(run_id="r", step_id="s", status="skipped", idempotency_key="r:s")  # type: ignore[arg-type]
+    assert step.status is StepStatus.SKIPPED
+    with pytest.raises(ValueError, match="'done'"):
+        StepRecord(run_id="r", step_id="s", status="done", idempotency_key="r:s")  # type: ignore[arg-type]
+
+
+def test_every_store_satisfies_the_protocol() -> None:
+    """The backends are structurally ``Store``s (checked at runtime too)."""
+    assert isinstance(MemoryStore(), planrail.store.Store)
+    with SQLiteStore(":memory:") as store:
+        assert isinstance(store, planrail.store.Store)

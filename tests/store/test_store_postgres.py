@@ -1,0 +1,108 @@
+"""PostgreSQL-only behaviour: concurrent runners, schema versions, missing extra, bad servers."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from planrail.errors import StoreError
+from planrail.store import RunRecord
+
+MakeRun = Callable[..., RunRecord]
+
+
+@pytest.mark.postgres
+def test_of_connections_racing_for_one_lease_exactly_one_wins(pg_url: str) -> None:
+    """Several stores (one connection each) acquiring the same lease at once: exactly one wins."""
+    from planrail.store.postgres import PostgresStore
+
+    stores = [PostgresStore(pg_url) for _ in range(6)]
+    barrier = threading.Barrier(len(stores))
+    results: dict[int, bool] = {}
+
+    def race(i: int) -> None:
+        barrier.wait()
+        results[i] = stores[i].acquire_lease("run-1", f"runner-{i}", 30.0, 100.0)
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert sorted(results.values()) == [False] * 5 + [True]
+        winner = next(i for i, won in results.items() if won)
+        lease = stores[0].get_lease("run-1")
+        assert lease is not None
+        assert lease.owner == f"runner-{winner}"
+    finally:
+        for s in stores:
+            s.close()
+
+
+@pytest.mark.postgres
+def test_a_schema_newer_than_this_planrail_is_refused(pg_url: str) -> None:
+    """A database written by a newer planrail is a clear StoreError asking for an upgrade."""
+    import psycopg
+
+    from planrail.store.postgres import PostgresStore
+
+    PostgresStore(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_version SET version = 999")
+    with pytest.raises(StoreError, match=r"schema version 999.*upgrade planrail"):
+        PostgresStore(pg_url)
+
+
+@pytest.mark.postgres
+def test_reopening_keeps_data_and_migrates_nothing_twice(pg_url: str, make_run: MakeRun) -> None:
+    """Opening an up-to-date schema again applies no migration and keeps every run."""
+    import psycopg
+
+    from planrail.store.postgres import SCHEMA_VERSION, PostgresStore
+
+    with PostgresStore(pg_url) as store:
+        store.create_run(make_run())
+    for _ in range(3):
+        with PostgresStore(pg_url) as store:
+            assert store.get_run("run-1") == make_run()
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT version FROM schema_version").fetchall()
+    assert rows == [(SCHEMA_VERSION,)]
+
+
+@pytest.mark.postgres
+def test_json_columns_keep_the_text_as_written(pg_url: str, make_run: MakeRun) -> None:
+    """JSON is stored in ``json`` columns, so key order survives (jsonb would sort the keys)."""
+    import psycopg
+
+    from planrail.store.postgres import PostgresStore
+
+    with PostgresStore(pg_url) as store:
+        store.create_run(make_run(output={"zeta": 1, "alpha": 2}))
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT output::text, pg_typeof(output)::text FROM runs").fetchone()
+    assert row == ('{"zeta":1,"alpha":2}', "json")
+
+
+def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
+    """A server that does not answer is a one-line StoreError that never shows the password."""
+    pytest.importorskip("psycopg")
+    from planrail.store.postgres import PostgresStore
+
+    with pytest.raises(StoreError, match="PostgreSQL failed while connecting") as info:
+        PostgresStore("postgresql://alice:s3cret@127.0.0.1:1/db", connect_timeout=1)
+    assert "s3cret" not in str(info.value)
+    assert "postgresql://alice@127.0.0.1:1/db" in str(info.value)
+
+
+def test_without_psycopg_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening PostgreSQL without psycopg is a one-line StoreError naming the extra to install."""
+    from planrail.store import open_store
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(StoreError, match=r"pip install 'planrail\[postgres\]'"):
+        open_store("postgresql://postgres@127.0.0.1/test")

@@ -1,0 +1,244 @@
+"""SQLite-only behaviour: several processes, damaged files, schema versions and migrations."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import planrail
+from planrail.errors import StoreCorruptError, StoreError
+from planrail.store import RunRecord, SQLiteStore
+from planrail.store import sqlite as sqlite_module
+
+MakeRun = Callable[..., RunRecord]
+
+_SRC = str(Path(planrail.__file__).resolve().parents[1])
+
+
+def run_processes(code: str, args: list[list[str]]) -> list[str]:
+    """Run ``code`` in one process per ``args`` entry, released together; return their outputs.
+
+    Each process prints ``ready`` once set up and waits for a line on stdin, so all of them do
+    their real work at the same moment.
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")])}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, *a],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for a in args
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            assert line == "ready\n", p.stderr.read() if p.stderr else line
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outputs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    return [out for out, _ in outputs]
+
+
+LEASE_WORKER = """
+import sys
+from planrail.store.sqlite import SQLiteStore
+store = SQLiteStore(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+print(store.acquire_lease("run-1", sys.argv[2], 30.0, 100.0), flush=True)
+store.close()
+"""
+
+
+def test_of_processes_racing_for_one_lease_exactly_one_wins(tmp_path: Path) -> None:
+    """Several processes acquiring the same lease at once (on a fresh file): exactly one gets it."""
+    path = str(tmp_path / "race.db")
+    outputs = run_processes(LEASE_WORKER, [[path, f"runner-{i}"] for i in range(6)])
+    assert sorted(o.strip() for o in outputs) == ["False"] * 5 + ["True"]
+    with SQLiteStore(path) as store:
+        lease = store.get_lease("run-1")
+    assert lease is not None
+    winner = [o.strip() for o in outputs].index("True")
+    assert lease.owner == f"runner-{winner}"
+
+
+EVENT_WORKER = """
+import sys
+from planrail.store import Event
+from planrail.store.sqlite import SQLiteStore
+store = SQLiteStore(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(40):
+    store.commit(events=[Event(run_id="run-1", type=sys.argv[2], at=float(i), data={"i": i})])
+store.close()
+"""
+
+
+def test_processes_appending_events_concurrently_get_distinct_gapless_seqs(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    """Concurrent commits from several processes never reuse or skip an event seq."""
+    path = str(tmp_path / "events.db")
+    with SQLiteStore(path) as store:
+        store.create_run(make_run())
+    run_processes(EVENT_WORKER, [[path, f"w{i}"] for i in range(4)])
+    with SQLiteStore(path) as store:
+        events = store.events("run-1")
+    assert [e.seq for e in events] == list(range(1, 161))
+    for writer in ("w0", "w1", "w2", "w3"):
+        assert [e.data["i"] for e in events if e.type == writer] == list(range(40))
+
+
+def make_store_file(path: Path, make_run: MakeRun, runs: int = 50) -> int:
+    with SQLiteStore(path) as store:
+        for i in range(runs):
+            store.create_run(make_run(f"run-{i}", output={"blob": "x" * 2000}))
+    return path.stat().st_size
+
+
+def test_a_truncated_file_is_reported_as_corrupt(tmp_path: Path, make_run: MakeRun) -> None:
+    """A file cut short is a StoreCorruptError naming the file, never an empty store."""
+    path = tmp_path / "runs.db"
+    size = make_store_file(path, make_run)
+    with open(path, "r+b") as f:
+        f.truncate(size // 2)
+    with pytest.raises(StoreCorruptError, match=r"runs\.db is truncated") as info:
+        SQLiteStore(path)
+    assert str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"", "is empty"),
+        (b"SQLite format 3\x00\x10\x00", "is truncated"),
+        (b"\x8f\x00garbage" * 1000, "is not a SQLite database"),
+        (b'{"runs": []}\n', "is not a SQLite database"),
+    ],
+    ids=["empty", "short-header", "garbage", "json"],
+)
+def test_a_file_that_is_not_a_whole_database_is_corrupt(
+    tmp_path: Path, content: bytes, why: str
+) -> None:
+    """Empty, header-only, garbage or foreign files are refused with a one-line explanation."""
+    path = tmp_path / "runs.db"
+    path.write_bytes(content)
+    with pytest.raises(StoreCorruptError, match=why):
+        SQLiteStore(path)
+    assert path.read_bytes() == content
+
+
+def test_damaged_pages_inside_a_whole_file_are_reported_as_corrupt(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    """Garbage over the file's inner pages is a StoreCorruptError when the store reads them."""
+    path = tmp_path / "runs.db"
+    size = make_store_file(path, make_run)
+    with open(path, "r+b") as f:
+        f.seek(4096)
+        f.write(b"\xde\xad\xbe\xef" * ((size - 4096) // 4))
+    with pytest.raises(StoreCorruptError, match="damaged"), SQLiteStore(path) as store:
+        store.list_runs()
+
+
+def test_a_schema_newer_than_this_planrail_is_refused(tmp_path: Path) -> None:
+    """A file written by a newer planrail is a clear StoreError asking for an upgrade."""
+    path = tmp_path / "runs.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE schema_version SET version = 999")
+    conn.close()
+    with pytest.raises(StoreError, match=r"schema version 999.*upgrade planrail") as info:
+        SQLiteStore(path)
+    assert not isinstance(info.value, StoreCorruptError)
+
+
+def schema_versions(path: Path) -> list[int]:
+    conn = sqlite3.connect(path)
+    try:
+        return [row[0] for row in conn.execute("SELECT version FROM schema_version")]
+    finally:
+        conn.close()
+
+
+def test_reopening_keeps_data_and_migrates_nothing_twice(tmp_path: Path, make_run: MakeRun) -> None:
+    """Opening an up-to-date file again applies no migration and keeps every run."""
+    path = tmp_path / "runs.db"
+    with SQLiteStore(path) as store:
+        store.create_run(make_run())
+    for _ in range(3):
+        with SQLiteStore(path) as store:
+            assert store.get_run("run-1") == make_run()
+    assert schema_versions(path) == [sqlite_module.SCHEMA_VERSION]
+
+
+def test_pending_migrations_are_applied_in_order_on_open(
+    tmp_path: Path, make_run: MakeRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older file gets exactly the later migrations, in order, and keeps its data."""
+    path = tmp_path / "runs.db"
+    with SQLiteStore(path) as store:
+        store.create_run(make_run())
+    migrations = (
+        *sqlite_module.MIGRATIONS,
+        (2, ("CREATE TABLE extra (n INTEGER)", "INSERT INTO extra VALUES (2)")),
+        (3, ("INSERT INTO extra VALUES (3)",)),
+    )
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", migrations)
+    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", 3)
+    for _ in range(2):
+        with SQLiteStore(path) as store:
+            assert store.get_run("run-1") == make_run()
+    assert schema_versions(path) == [3]
+    conn = sqlite3.connect(path)
+    try:
+        assert [row[0] for row in conn.execute("SELECT n FROM extra")] == [2, 3]
+    finally:
+        conn.close()
+
+
+def test_the_file_uses_wal_and_its_folder_is_created(tmp_path: Path) -> None:
+    """A new store file appears in a new folder, in WAL mode, and leaves no temporary files."""
+    path = tmp_path / "a" / "b" / "runs.db"
+    SQLiteStore(path).close()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["runs.db"]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        conn.close()
+
+
+def test_an_in_memory_database_works(make_run: MakeRun) -> None:
+    """``:memory:`` gives a private SQLite database, useful for fast tests of SQL behaviour."""
+    with SQLiteStore(":memory:", durable=False) as store:
+        store.create_run(make_run())
+        assert store.get_run("run-1") == make_run()
+
+
+def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
+    """Pointing the store at a folder is a StoreError that says so."""
+    with pytest.raises(StoreError, match="is a directory"):
+        SQLiteStore(tmp_path)
