@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from planrail.cli.render import print_issues, print_plan, print_result
+from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.executor import Execution
 from planrail.engine.result import RunResult
 from planrail.errors import PlanrailError, ToolLoadError
@@ -20,6 +21,7 @@ from planrail.plan.catalog import load_catalog, load_tools
 from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import ValidationReport, validate
+from planrail.store import Store, open_store
 
 __all__ = ["ExitCode", "app", "main"]
 
@@ -43,15 +45,30 @@ app = typer.Typer(
 
 ToolsOpt = Annotated[
     list[str] | None,
-    typer.Option("--tools", "-t", help="Module path (pkg.module) or .py file with @planrail.tool "
-                 "functions; repeatable."),
+    typer.Option(
+        "--tools",
+        "-t",
+        help="Module path (pkg.module) or .py file with @planrail.tool functions; repeatable.",
+    ),
 ]
 CatalogOpt = Annotated[
     list[Path] | None,
-    typer.Option("--catalog", "-c", help="Tool catalog JSON (MCP or OpenAI function form); "
-                 "repeatable."),
+    typer.Option(
+        "--catalog", "-c", help="Tool catalog JSON (MCP or OpenAI function form); repeatable."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="PLANRAIL_STORE",
+        show_envvar=True,
+        help="sqlite:///path.db, postgresql://… or memory:// "
+        "[default: sqlite:///.planrail/planrail.db]",
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
 
 
 def _out(json_mode: bool) -> Console:
@@ -64,8 +81,9 @@ def _fail(console: Console, message: str, code: ExitCode) -> typer.Exit:
     return typer.Exit(int(code))
 
 
-def registry_from(tools: list[str] | None, catalogs: list[Path] | None,
-                  console: Console) -> ToolRegistry:
+def registry_from(
+    tools: list[str] | None, catalogs: list[Path] | None, console: Console
+) -> ToolRegistry:
     """Every tool named on the command line, or a usage error (exit 2) saying what failed."""
     registry = ToolRegistry()
     try:
@@ -125,21 +143,37 @@ def needs_approval(plan: Plan, registry: ToolRegistry) -> dict[str, str]:
     return found
 
 
-def approve(console: Console, plan: Plan, registry: ToolRegistry, *, yes: bool) -> bool:
-    """Show the plan and ask a person, unless ``--yes`` or nothing changes the world."""
+def side_effects_of(plan: Plan, registry: ToolRegistry) -> dict[str, str]:
+    """Each step's side-effect class, for the approval table ("none" for non-tool steps)."""
+    effects: dict[str, str] = {}
+    for step in plan.steps:
+        spec = registry.spec(step.tool or "") if step.action == "tool_call" else None
+        effects[step.id] = spec.side_effects if spec is not None else "none"
+    return effects
+
+
+def approve(
+    console: Console, plan: Plan, registry: ToolRegistry, *, yes: bool
+) -> dict[str, Any] | None:
+    """Show the plan and ask a person, unless ``--yes`` or nothing changes the world.
+
+    Returns the approval record (bound to the plan's hash), or None when refused.
+    """
     pending = needs_approval(plan, registry)
-    if not pending or yes:
-        return True
-    effects = {
-        s.id: (registry.spec(s.tool or "").side_effects if registry.spec(s.tool or "") else "none")
-        for s in plan.steps
+    record = {
+        "plan_hash": plan.hash,
+        "at": SYSTEM_CLOCK.now(),
+        "by": "not required" if not pending else "--yes" if yes else "operator",
     }
+    if not pending or yes:
+        return record
+    effects = side_effects_of(plan, registry)
     print_plan(console, plan, effects)
     console.print(f"{len(pending)} step(s) change the world: {', '.join(pending)}")
     if not sys.stdin.isatty():
         console.print("[red]approval needed[/]: no terminal to ask on; pass --yes to approve")
-        return False
-    return typer.confirm("Run this plan?", default=False, err=True)
+        return None
+    return record if typer.confirm("Run this plan?", default=False, err=True) else None
 
 
 def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult:
@@ -153,6 +187,8 @@ def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult
             return asyncio.run(execution.run())
         except KeyboardInterrupt:
             pass
+        except PlanrailError as exc:  # the run could not start: busy, or another plan
+            raise _fail(console, exc.message, ExitCode.USAGE) from None
     result = execution.result()
     console.print("[magenta]interrupted[/]: running steps were cancelled; the run is cancelled")
     return result
@@ -187,11 +223,15 @@ def run_cmd(
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="Cancel everything in flight on the first failure.")
     ] = False,
+    store: StoreOpt = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve without asking.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+    quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Validate, approve and execute a plan by dependency (exit 1 if a step failed)."""
+    """Validate, approve and execute a plan by dependency (exit 1 if a step failed).
+
+    A --run-id that already exists with the same plan resumes that run instead.
+    """
     console = _out(json_out)
     _check_plan_path(plan, console)
     registry = registry_from(tools, catalog, console)
@@ -202,22 +242,41 @@ def run_cmd(
         _report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
     assert report.plan is not None
-    if not approve(console, report.plan, registry, yes=yes):
+    the_store = open_store_or_exit(store, console)
+    existing = the_store.get_run(run_id) if run_id else None
+    approval = existing.approval if existing is not None else None
+    if approval is None or approval.get("plan_hash") != report.plan.hash:
+        approval = approve(console, report.plan, registry, yes=yes)
+    if approval is None:
         if json_out:
             print(json.dumps({"run_id": run_id, "status": "refused", "output": None, "steps": []}))
         console.print("[red]approval refused[/]: nothing was executed")
         raise typer.Exit(ExitCode.APPROVAL_REFUSED)
     execution = Execution(
-        report.plan, registry, run_id=run_id, max_concurrency=max_concurrency,
+        report.plan,
+        registry,
+        run_id=run_id,
+        max_concurrency=max_concurrency,
         failure_mode="fail_fast" if fail_fast else "continue",
+        store=the_store,
+        approval=approval,
     )
     result = execute(execution, console, quiet=quiet or json_out)
     emit_result(result, console, json_out=json_out)
     raise typer.Exit(exit_code(result))
 
 
-def _report_invalid(console: Console, report: ValidationReport, source: str,
-                    json_out: bool) -> None:
+def open_store_or_exit(url: str | None, console: Console) -> Store:
+    """The store named by ``--store``/``PLANRAIL_STORE`` (default SQLite), or exit 2 saying why."""
+    try:
+        return open_store(url)
+    except PlanrailError as exc:
+        raise _fail(console, exc.message, ExitCode.USAGE) from None
+
+
+def _report_invalid(
+    console: Console, report: ValidationReport, source: str, json_out: bool
+) -> None:
     if json_out:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
@@ -241,3 +300,6 @@ def main(argv: list[str] | None = None) -> Any:
     except PlanrailError as exc:  # anything not handled by a command: one line, never a traceback
         Console(stderr=True).print(f"[red]error:[/] {exc.message}", highlight=False)
         sys.exit(ExitCode.USAGE)
+
+
+from planrail.cli import runs_cmd as _runs_cmd  # noqa: E402,F401  (registers its commands)

@@ -19,8 +19,10 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.table import Table
 
+from planrail.cli.app import side_effects_of
 from planrail.cli.render import print_issues, print_plan, print_result
 from planrail.engine.executor import Execution
+from planrail.engine.result import StepResult
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
 
@@ -45,23 +47,27 @@ def run_demo(console: Console, *, fast: bool = False, crm: Path | None = None) -
     registry = ToolRegistry(onboarding.TOOLS)
 
     console.print(Rule("[bold]planrail demo[/]: onboard Alice as a new pro customer"))
-    console.print("\n[bold]1. The flat to-do list an agent wrote[/] (steps in list order, "
-                  "no declared dependencies)\n")
+    console.print(
+        "\n[bold]1. The flat to-do list an agent wrote[/] (steps in list order, "
+        "no declared dependencies)\n"
+    )
     flat = validate(_plan_text("flat_plan.json"), registry)
     print_issues(console, flat, "the flat plan")
-    console.print("\n[dim]Run as a list, 'subscription' would start before 'price' exists, and "
-                  "'welcome' would pass an id nobody produced. planrail refuses it.[/]\n")
+    console.print(
+        "\n[dim]Run as a list, 'subscription' would start before 'price' exists, and "
+        "'welcome' would pass an id nobody produced. planrail refuses it.[/]\n"
+    )
 
     console.print("[bold]2. The same work as a dependency graph[/]\n")
     report = validate(_plan_text("plan.json"), registry)
     if report.plan is None:  # the shipped plan is tested; this guards a broken install
         print_issues(console, report, "the demo plan")
         return 3
-    effects = {s.id: registry.spec(s.tool or "").side_effects  # type: ignore[union-attr]
-               for s in report.plan.steps}
+    effects = side_effects_of(report.plan, registry)
     print_plan(console, report.plan, effects)
-    console.print("[dim]Approved automatically for the demo (`planrail run` asks, or takes "
-                  "--yes).[/]\n")
+    console.print(
+        "[dim]Approved automatically for the demo (`planrail run` asks, or takes --yes).[/]\n"
+    )
 
     from planrail.cli.progress import make_progress
 
@@ -79,10 +85,8 @@ def run_demo(console: Console, *, fast: bool = False, crm: Path | None = None) -
     return 0 if result.succeeded else 1
 
 
-def _timeline(console: Console, steps: dict[str, object]) -> None:
-    from planrail.engine.result import StepResult
-
-    rows = [s for s in steps.values() if isinstance(s, StepResult) and s.started_at is not None]
+def _timeline(console: Console, steps: dict[str, StepResult]) -> None:
+    rows = [s for s in steps.values() if s.started_at is not None]
     if not rows:
         return
     t0 = min(s.started_at for s in rows if s.started_at is not None)
@@ -91,18 +95,21 @@ def _timeline(console: Console, steps: dict[str, object]) -> None:
     span = max(t1 - t0, 1e-9)
     console.print("\ntimeline (steps on the same columns ran at the same time):")
     for s in rows:
-        assert s.started_at is not None and s.finished_at is not None
+        if s.started_at is None or s.finished_at is None:
+            continue
         a = int((s.started_at - t0) / span * width)
         b = max(a + 1, int((s.finished_at - t0) / span * width))
         bar = " " * a + "█" * (b - a)
-        console.print(f"  {s.id:<13} |{bar:<{width}}| {s.started_at - t0:5.2f}s → "
-                      f"{s.finished_at - t0:5.2f}s", highlight=False)
+        console.print(
+            f"  {s.id:<13} |{bar:<{width}}| {s.started_at - t0:5.2f}s → {s.finished_at - t0:5.2f}s",
+            highlight=False,
+        )
 
 
 def _show_crm(console: Console, crm: Path) -> None:
     with closing(sqlite3.connect(crm)) as conn:
         for table_name in ("accounts", "subscriptions", "workspaces", "outbox"):
-            cur = conn.execute(f"SELECT * FROM {table_name}")  # noqa: S608 - fixed names
+            cur = conn.execute(f"SELECT * FROM {table_name}")
             cols = [d[0] for d in cur.description]
             table = Table(title=table_name, title_justify="left")
             for c in cols:

@@ -3,7 +3,6 @@ event otherwise. It is an :class:`~planrail.types.Observer`, like any other."""
 
 from __future__ import annotations
 
-from planrail.clock import SYSTEM_CLOCK
 from typing import Any
 
 from rich.console import Console, Group
@@ -12,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from planrail.cli.render import STATUS_STYLE
+from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.events import Event, EventType
 
 __all__ = ["LineProgress", "LiveProgress", "make_progress"]
@@ -81,8 +81,13 @@ class LiveProgress:
             t = ""
             if sid in self.started:
                 t = f"{self.ended.get(sid, now) - self.started[sid]:.1f}s"
-            table.add_row(Text(icon, style), sid, Text(status, style), t,
-                          Text(self.details.get(sid, ""), "dim"))
+            table.add_row(
+                Text(icon, style),
+                sid,
+                Text(status, style),
+                t,
+                Text(self.details.get(sid, ""), "dim"),
+            )
         counts: dict[str, int] = {}
         for s in self.states.values():
             counts[s] = counts.get(s, 0) + 1
@@ -116,8 +121,9 @@ class LineProgress:
         if reason:
             extra += f": {reason}"
         elapsed = event.at - self.t0
-        self.console.print(f"{elapsed:7.2f}s {icon} {event.step_id} {status}{extra}",
-                           highlight=False, markup=False)
+        self.console.print(
+            f"{elapsed:7.2f}s {icon} {event.step_id} {status}{extra}", highlight=False, markup=False
+        )
 
 
 class _Quiet:

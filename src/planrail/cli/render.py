@@ -36,16 +36,19 @@ def print_issues(console: Console, report: ValidationReport, source: str) -> Non
             f"[red]✗[/] {source} is invalid: {_count(report.errors, 'error')}, "
             f"{_count(report.warnings, 'warning')} — nothing was executed"
         )
-    for kind, style, issues in (("error", "red", report.errors),
-                                ("warning", "yellow", report.warnings)):
+    for kind, style, issues in (
+        ("error", "red", report.errors),
+        ("warning", "yellow", report.warnings),
+    ):
         for issue in issues:
             _issue(console, kind, style, issue)
 
 
 def _issue(console: Console, kind: str, style: str, issue: Issue) -> None:
     where = f"step '{issue.step}'" if issue.step else "plan"
-    head = Text.assemble((f"  {kind} ", style), (f"[{issue.code}] ", "bold"), f"{where} at ",
-                         (issue.path, "cyan"))
+    head = Text.assemble(
+        (f"  {kind} ", style), (f"[{issue.code}] ", "bold"), f"{where} at ", (issue.path, "cyan")
+    )
     console.print(head)
     console.print(Text("      " + issue.message))
 
@@ -70,7 +73,8 @@ def _sources(args: Any) -> str:
 
 
 def print_plan(console: Console, plan: Plan, side_effects: dict[str, str] | None = None) -> None:
-    """The plan as a table: each step, what it calls, what it waits for, where its inputs come from."""
+    """The plan as a table: each step, what it calls, what it waits for, and where its inputs
+    come from ("user" for literals, else the producing steps)."""
     table = Table(title=plan.goal or None, show_lines=False, expand=False)
     table.add_column("step", style="bold")
     table.add_column("calls")
@@ -103,7 +107,8 @@ def print_result(console: Console, result: RunResult, order: Iterable[str] | Non
         icon, style = STATUS_STYLE.get(str(r.status), ("", ""))
         dur = (
             f"{r.finished_at - r.started_at:.2f}s"
-            if r.started_at is not None and r.finished_at is not None else "—"
+            if r.started_at is not None and r.finished_at is not None
+            else "—"
         )
         if r.error:
             detail = f"[red]{r.error['type']}: {r.error['message']}[/]"

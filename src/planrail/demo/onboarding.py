@@ -53,7 +53,9 @@ def connect() -> sqlite3.Connection:
 def _once(key: str, effect: Any) -> dict[str, Any]:
     """Run ``effect(conn)`` once per idempotency key, in one transaction with its record."""
     with closing(connect()) as conn, conn:
-        row = conn.execute("SELECT result FROM effects WHERE idempotency_key = ?", (key,)).fetchone()
+        row = conn.execute(
+            "SELECT result FROM effects WHERE idempotency_key = ?", (key,)
+        ).fetchone()
         if row is not None:
             return dict(json.loads(row[0]))
         result = effect(conn)

@@ -52,8 +52,11 @@ def prepare(
 
 
 def _looks_like_path(s: str) -> bool:
-    return "\n" not in s and not s.lstrip().startswith(("{", "[")) and Path(s).suffix in (
-        ".json", ".yaml", ".yml")
+    return (
+        "\n" not in s
+        and not s.lstrip().startswith(("{", "["))
+        and Path(s).suffix in (".json", ".yaml", ".yml")
+    )
 
 
 async def arun(plan: PlanInput, tools: ToolsInput = None, **options: Any) -> RunResult:

@@ -3,6 +3,10 @@
 There is no polling and there are no levels: when a step finishes, the task that ran it tells
 the scheduler, and any dependent that became ready is started right there. :meth:`Execution.iter`
 yields the events as they happen; :meth:`Execution.run` is a thin loop over it.
+
+With a store, outcomes are committed before dependents start: completions that arrive in the
+same turn of the event loop are committed together in one transaction (then their dependents
+start), which keeps the durable path cheap without weakening the guarantee.
 """
 
 from __future__ import annotations
@@ -16,15 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from planrail.clock import SYSTEM_CLOCK
+from planrail.engine.checkpoint import Checkpointer
 from planrail.engine.events import Event, EventType
 from planrail.engine.result import RunResult, StepResult
 from planrail.engine.scheduler import Node, Scheduler, Skip
-from planrail.engine.step_runner import Outcome, StepRunner, error_info
-from planrail.errors import ReferenceResolutionError
+from planrail.engine.step_runner import ActionHandler, Outcome, StepRunner, ToolAction, error_info
+from planrail.errors import PlanrailError, ReferenceResolutionError
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
 from planrail.plan.refs import resolve_value
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
+from planrail.store.base import Store
 from planrail.types import Clock, Observer, StepStatus
 
 __all__ = ["Execution", "FailureMode", "new_run_id"]
@@ -59,7 +65,11 @@ class Execution:
         failure_mode: FailureMode = "continue",
         clock: Clock = SYSTEM_CLOCK,
         observers: Iterable[Observer] = (),
-        restored: Mapping[str, StepResult] | None = None,
+        handlers: Mapping[str, ActionHandler] | None = None,
+        store: Store | None = None,
+        lease_ttl: float = 30.0,
+        open_plan: bool = False,
+        approval: dict[str, Any] | None = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -70,24 +80,47 @@ class Execution:
         self.failure_mode = failure_mode
         self.clock = clock
         self.observers = list(observers)
+        self.store = store
+        self.lease_ttl = lease_ttl
+        self.approval = approval
+        """Who approved the plan, and its hash (recorded with the run)."""
         self.results: dict[str, StepResult] = {s.id: StepResult(s.id) for s in plan.steps}
         self.outputs: dict[str, Any] = {}
+        self.args: dict[str, Any] = {}
+        """The resolved arguments each step ran with."""
         self.status = "pending"
         self.error: str | None = None
         self.run_output: Any = None
-        self._restored = dict(restored or {})
+        self._extra_handlers = dict(handlers or {})
+        self._restored: dict[str, StepResult] = {}
+        self._in_doubt: dict[str, StepResult] = {}
+        self._ckpt: Checkpointer | None = None
+        self._dirty: set[str] = set()
+        """Steps whose record changed since the last commit."""
+        self._pending_outcomes: dict[str, Outcome] = {}
+        """Outcomes waiting for their commit before the scheduler hears of them."""
+        self._flush_pending = False
         self._events: deque[Event] = deque()
         self._wakeup: asyncio.Event | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._runner: StepRunner | None = None
         self._aborted = False
-        self.scheduler = Scheduler(self._nodes())
-        self.scheduler.close()
+        self._abort_reason = "the run was cancelled"
+        if open_plan and store is not None:
+            raise ValueError("a streamed (open) plan cannot be checkpointed before it is sealed")
+        self._steps: dict[str, Step] = dict(plan.by_id)
+        self._sealed = not open_plan
+        self._held: list[str] = []
+        """Ready steps of an open plan that change the world: they wait for :meth:`seal`."""
+        self.scheduler = Scheduler(self._nodes(plan.steps))
+        if self._sealed:
+            self.scheduler.close()
 
-    def _nodes(self) -> list[Node]:
-        deps = {s.id: s.depends_on for s in self.plan.steps}
-        by_id = self.plan.by_id
+    def _nodes(self, steps: Iterable[Step]) -> list[Node]:
+        steps = list(steps)
+        by_id = self._steps
+        deps = {s.id: s.depends_on for s in steps}
 
         def estimate(sid: str) -> float:
             step = by_id[sid]
@@ -99,9 +132,63 @@ class Execution:
             return 1.0
 
         priority = critical_path_lengths(deps, estimate)
-        return [Node(s.id, s.depends_on, s.join, priority[s.id]) for s in self.plan.steps]
+        return [Node(s.id, s.depends_on, s.join, priority[s.id]) for s in steps]
+
+    # ------------------------------------------------------------------ open plans
+
+    def extend(self, steps: Iterable[Step]) -> None:
+        """Add steps to an open plan (streamed or replanned) while it runs.
+
+        Their dependencies must be known already. Steps that change the world are held until
+        :meth:`seal`; read-only steps start as soon as their dependencies are done.
+        """
+        if self._sealed:
+            raise RuntimeError("the plan is sealed: no more steps can be added")
+        new = list(steps)
+        for step in new:
+            if step.id in self._steps:
+                raise ValueError(f"step {step.id!r} is already in the plan")
+            self._steps[step.id] = step
+            self.results[step.id] = StepResult(step.id)
+        self._skipped(self.scheduler.add(self._nodes(new)))
+        if self.status == "running":
+            self._dispatch()
+
+    def seal(self, plan: Plan) -> None:
+        """The whole plan has arrived, been validated and approved: release held steps.
+
+        ``plan`` must hold every step added so far, unchanged.
+        """
+        for step in plan.steps:
+            if step.id not in self._steps:
+                self.extend([step])
+            elif self._steps[step.id] != step:
+                raise ValueError(f"step {step.id!r} changed between streaming and sealing")
+        if len(plan.steps) != len(self._steps):
+            raise ValueError("the sealed plan lacks steps that were streamed")
+        self.plan = plan
+        self._sealed = True
+        self.scheduler.close()
+        held, self._held = self._held, []
+        for sid in held:
+            self._launch(sid)
+        if self._wakeup is not None:
+            self._wakeup.set()
+        if self.status == "running":
+            self._dispatch()
+
+    def _changes_world(self, step: Step) -> bool:
+        if step.action != "tool_call":
+            return False
+        spec = self.registry.spec(step.tool or "")
+        return spec is None or spec.side_effects != "none" or bool(spec.requires_approval)
 
     # ------------------------------------------------------------------ public
+
+    @property
+    def resumed(self) -> bool:
+        """Whether this execution continued a run found in the store."""
+        return self._ckpt is not None and self._ckpt.resumed
 
     async def run(self) -> RunResult:
         """Run to the end and return the result."""
@@ -115,30 +202,56 @@ class Execution:
         recorded, the run is marked ``cancelled``)."""
         if self.status != "pending":
             raise RuntimeError("an Execution runs once")
+        if self.store is not None:
+            self._ckpt = Checkpointer(
+                self.store,
+                self.plan,
+                self.registry,
+                self.run_id,
+                self.clock,
+                lease_ttl=self.lease_ttl,
+                approval=self.approval,
+            )
+            self._restored, self._in_doubt = self._ckpt.open()
         self._wakeup = asyncio.Event()
         self._pool = ThreadPoolExecutor(
             max_workers=self.max_concurrency or 64, thread_name_prefix="planrail-tool"
         )
-        self._runner = StepRunner(self.registry, self._pool)
+        self._runner = StepRunner(
+            {"tool_call": ToolAction(self.registry, self._pool), **self._extra_handlers},
+            goal=self.plan.goal,
+            before_attempt=self._before_attempt,
+        )
         self.status = "running"
-        self._emit(E.RUN_STARTED, data={"plan_hash": self.plan.hash, "steps": len(self.results)})
+        heartbeat = asyncio.create_task(self._heartbeat()) if self._ckpt else None
+        self._emit(
+            E.RUN_STARTED,
+            data={"plan_hash": self.plan.hash, "steps": len(self.results), "resumed": self.resumed},
+        )
         try:
             self._dispatch()
             while True:
                 while self._events:
                     yield self._events.popleft()
-                if self.scheduler.finished and not self._tasks:
+                if self.scheduler.finished and not self._tasks and not self._flush_pending:
                     break
                 self._wakeup.clear()
                 await self._wakeup.wait()
             self._finish()
-        except BaseException:
-            await self._cancel_all("the run was cancelled")
+        except BaseException as exc:
+            await self._cancel_all(_reason(exc))
             self.status = "cancelled"
-            self._emit(E.RUN_FINISHED, data={"status": self.status})
+            if isinstance(exc, PlanrailError):
+                self.error = exc.message
+            self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
+            self._save_final()
             raise
         finally:
+            if heartbeat is not None:
+                heartbeat.cancel()
             self._pool.shutdown(wait=False, cancel_futures=True)
+            if self._ckpt is not None:
+                self._ckpt.release()
         while self._events:
             yield self._events.popleft()
 
@@ -152,12 +265,19 @@ class Execution:
             plan_hash=self.plan.hash,
         )
 
-    # ------------------------------------------------------------------ internals
+    # ------------------------------------------------------------------ events
 
-    def _emit(self, type_: EventType, step_id: str | None = None, attempt: int | None = None,
-              data: dict[str, Any] | None = None) -> None:
+    def _emit(
+        self,
+        type_: EventType,
+        step_id: str | None = None,
+        attempt: int | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
         event = Event(type_, self.run_id, self.clock.now(), step_id, attempt, data or {})
         self._events.append(event)
+        if self._ckpt is not None:
+            self._ckpt.event(event)
         for obs in self.observers:
             try:
                 obs.on_event(event)
@@ -165,6 +285,8 @@ class Execution:
                 log.exception("observer %r failed on %s; the run goes on", obs, type_)
         if self._wakeup is not None:
             self._wakeup.set()
+
+    # ------------------------------------------------------------------ starting steps
 
     def _dispatch(self) -> None:
         """Start ready steps, highest priority first, within ``max_concurrency``."""
@@ -174,8 +296,12 @@ class Execution:
             if room is not None and room <= 0:
                 return
             for sid in sched.take_ready(room):
-                if sid in self._restored:
+                if not self._sealed and self._changes_world(self._steps[sid]):
+                    self._held.append(sid)
+                elif sid in self._restored:
                     self._restore(sid)
+                elif sid in self._in_doubt:
+                    self._hold_in_doubt(sid)
                 else:
                     self._launch(sid)
 
@@ -186,16 +312,20 @@ class Execution:
         self._emit(E.STEP_RESTORED, sid, stored.attempts)
         self._skipped(self.scheduler.restored(sid))
 
+    def _hold_in_doubt(self, sid: str) -> None:
+        self.results[sid] = self._in_doubt[sid]
+        self.scheduler.start(sid)
+        self.scheduler.in_doubt(sid)
+        self._emit(E.STEP_IN_DOUBT, sid, data={"reason": self.results[sid].reason})
+
     def _launch(self, sid: str) -> None:
-        step = self.plan.by_id[sid]
+        step = self._steps[sid]
         self.scheduler.start(sid)
         res = self.results[sid]
         res.status = S.RUNNING
         res.started_at = self.clock.now()
         self._emit(E.STEP_STARTED, sid, 1)
-        self._tasks[sid] = asyncio.get_running_loop().create_task(
-            self._run_step(step), name=f"planrail:{sid}"
-        )
+        self._tasks[sid] = asyncio.get_running_loop().create_task(self._run_step(step))
 
     def _context(self, step: Step) -> Callable[[int], StepContext]:
         run_id = self.run_id
@@ -204,6 +334,11 @@ class Execution:
             return StepContext(run_id, step.id, attempt, f"{run_id}:{step.id}")
 
         return make
+
+    def _before_attempt(self, step: Step, item: int | None, attempt: int, args: Any) -> None:
+        """Called right before each call of a step's action: record the intent if it matters."""
+        if self._ckpt is not None and self._ckpt.needs_intent(step):
+            self._ckpt.intent(self.results[step.id], step, item, attempt, args)
 
     async def _run_step(self, step: Step) -> None:
         assert self._runner is not None
@@ -215,13 +350,18 @@ class Execution:
                 raise
             self._complete(step.id, Outcome(S.CANCELLED, reason=self._abort_reason))
             return
-        except Exception as exc:  # a bug in planrail, not in the tool: fail the step, not the run
-            log.exception("internal error running step %s", step.id)
-            outcome = Outcome(S.FAILED, error=error_info(exc))
+        except Exception as exc:  # a planrail bug or a store failure: fail the step, not the run
+            log.exception("error running step %s", step.id)
+            outcome = Outcome(
+                S.FAILED,
+                error=error_info(exc),
+                fatal=isinstance(exc, PlanrailError),
+                reason=str(exc),
+            )
         self._tasks.pop(step.id, None)
         self._complete(step.id, outcome)
 
-    _abort_reason = "the run was cancelled"
+    # ------------------------------------------------------------------ finishing steps
 
     def _complete(self, sid: str, outcome: Outcome) -> None:
         res = self.results[sid]
@@ -231,24 +371,66 @@ class Execution:
         res.reason = outcome.reason
         res.degraded = outcome.degraded
         res.attempt_history = outcome.history
+        res.usage = outcome.usage
         res.status = outcome.status
-        duration = res.finished_at - (res.started_at or res.finished_at)
-        sched = self.scheduler
+        if outcome.args is not None:
+            self.args[sid] = outcome.args
         if outcome.status == S.SUCCEEDED:
             res.output = outcome.output
+        if self._ckpt is None or self._aborted:
+            self._apply(sid, outcome)
+            return
+        # Commit before dependents start; completions of this loop turn share one transaction.
+        self._dirty.add(sid)
+        self._pending_outcomes[sid] = outcome
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        assert self._ckpt is not None
+        outcomes, self._pending_outcomes = self._pending_outcomes, {}
+        self._flush_pending = False
+        try:
+            self._save_dirty()
+        except Exception as exc:
+            log.exception("could not record step outcomes; stopping the run")
+            self.error = f"the store failed: {exc}"
+            for sid, outcome in outcomes.items():
+                self._apply(sid, outcome)
+            self._fail_fast(next(iter(outcomes)), self.error)
+            return
+        for sid, outcome in outcomes.items():
+            self._apply(sid, outcome)
+
+    def _save_dirty(self) -> None:
+        if self._ckpt is not None and self._dirty:
+            dirty, self._dirty = self._dirty, set()
+            self._ckpt.record([self.results[s] for s in dirty], self.args)
+
+    def _apply(self, sid: str, outcome: Outcome) -> None:
+        """Tell the scheduler, emit the events, start what became ready."""
+        res = self.results[sid]
+        duration = (res.finished_at or 0.0) - (res.started_at or res.finished_at or 0.0)
+        sched = self.scheduler
+        if outcome.status == S.SUCCEEDED:
             self.outputs[sid] = outcome.output
             kind = E.STEP_DEGRADED if outcome.degraded else E.STEP_SUCCEEDED
             self._emit(kind, sid, outcome.attempts, {"duration": duration})
             self._skipped(sched.succeeded(sid))
+        elif outcome.status == S.SKIPPED:
+            self._emit(E.STEP_SKIPPED, sid, outcome.attempts, {"reason": outcome.reason})
+            self._skipped(sched.skip(sid, outcome.reason or "skipped")[1:])
         elif outcome.status == S.CANCELLED:
             self._emit(E.STEP_CANCELLED, sid, outcome.attempts, {"reason": outcome.reason})
             self._skipped(sched.cancelled(sid))
         else:
-            self._emit(E.STEP_FAILED, sid, outcome.attempts,
-                       {"duration": duration, "error": outcome.error})
+            self._emit(
+                E.STEP_FAILED, sid, outcome.attempts, {"duration": duration, "error": outcome.error}
+            )
             self._skipped(sched.failed(sid))
-            if self.failure_mode == "fail_fast" and not self._aborted:
-                self._fail_fast(sid)
+            if (self.failure_mode == "fail_fast" or outcome.fatal) and not self._aborted:
+                self._fail_fast(sid, outcome.reason if outcome.fatal else None)
         self._dispatch()
 
     def _skipped(self, skips: list[Skip]) -> None:
@@ -256,17 +438,35 @@ class Execution:
             res = self.results[skip.step]
             res.status = S.SKIPPED
             res.reason = skip.reason
+            self._dirty.add(skip.step)
             self._emit(E.STEP_SKIPPED, skip.step, data={"reason": skip.reason})
 
-    def _fail_fast(self, failed: str) -> None:
+    def _fail_fast(self, failed: str, why: str | None = None) -> None:
+        """Stop everything: ``failed`` failed under fail-fast, or hit a run-wide limit (``why``)."""
         self._aborted = True
-        self._abort_reason = f"cancelled: '{failed}' failed and the run fails fast"
-        running, skips = self.scheduler.abort(f"not started: '{failed}' failed and the run fails fast")
+        if why is not None and self.error is None:
+            self.error = why
+        why = why or "the run fails fast"
+        self._abort_reason = f"cancelled: '{failed}' failed ({why})"
+        running, skips = self.scheduler.abort(f"not started: '{failed}' failed ({why})")
         self._skipped(skips)
         for sid in running:
             task = self._tasks.get(sid)
             if task is not None:
                 task.cancel()
+
+    async def _heartbeat(self) -> None:
+        assert self._ckpt is not None
+        while True:
+            await self.clock.sleep(self.lease_ttl / 3)
+            try:
+                self._ckpt.renew()
+            except PlanrailError as exc:
+                self.error = exc.message
+                self._fail_fast("(lease)", exc.message)
+                if self._wakeup is not None:
+                    self._wakeup.set()
+                return
 
     async def _cancel_all(self, reason: str) -> None:
         self._aborted = True
@@ -276,21 +476,28 @@ class Execution:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        for sid, res in self.results.items():
+        for res in self.results.values():
             if res.status in (S.PENDING, S.RUNNING):
                 if res.status == S.RUNNING:
                     res.finished_at = self.clock.now()
                 res.status = S.CANCELLED
                 res.reason = reason
+                self._dirty.add(res.id)
 
     def _finish(self) -> None:
-        statuses = [r.status for r in self.results.values()]
-        if any(s == S.FAILED for s in statuses):
+        statuses = {r.status for r in self.results.values()}
+        if S.FAILED in statuses or S.IN_DOUBT in statuses:
             self.status = "failed"
-        elif any(s in (S.CANCELLED, S.IN_DOUBT, S.PENDING) for s in statuses):
-            self.status = "cancelled" if S.CANCELLED in statuses else "failed"
+        elif S.CANCELLED in statuses or S.PENDING in statuses or self._aborted:
+            self.status = "cancelled" if S.CANCELLED in statuses or self._aborted else "failed"
         else:
             self.status = "succeeded"
+        doubtful = [r.id for r in self.results.values() if r.status == S.IN_DOUBT]
+        if doubtful and self.error is None:
+            self.error = (
+                f"in doubt: {', '.join(doubtful)} — decide with `planrail resolve "
+                f"{self.run_id} STEP --succeeded|--retry`, then resume"
+            )
         if self.plan.output is not None and self.status == "succeeded":
             try:
                 self.run_output = resolve_value(self.plan.output, self.outputs)
@@ -298,3 +505,25 @@ class Execution:
                 self.status = "failed"
                 self.error = f"the plan's output could not be resolved: {exc.message}"
         self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
+        self._save_final()
+
+    def _save_final(self) -> None:
+        if self._ckpt is None:
+            return
+        dirty, self._dirty = self._dirty, set()
+        try:
+            self._ckpt.finish(
+                self.status,
+                self.run_output,
+                self.error,
+                [self.results[s] for s in dirty],
+                self.args,
+            )
+        except Exception:
+            log.exception("could not record the end of run %s", self.run_id)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, PlanrailError):
+        return exc.message
+    return "the run was cancelled"

@@ -271,8 +271,11 @@ class Scheduler:
                 failed_dep = trigger
             elif trigger is None:
                 failed_dep = next(
-                    (d for d in deps if self._entries[d].state in _DONE
-                     and self._entries[d].state != S.SUCCEEDED),
+                    (
+                        d
+                        for d in deps
+                        if self._entries[d].state in _DONE and self._entries[d].state != S.SUCCEEDED
+                    ),
                     None,
                 )
             if failed_dep is None and entry.waiting == 0:
@@ -294,6 +297,8 @@ class Scheduler:
         elif root == failed_dep:
             reason = f"dependency '{failed_dep}' {dep_entry.state}"
         else:
-            reason = f"dependency '{failed_dep}' skipped (because '{root}' {self._entries[root].state})"
+            reason = (
+                f"dependency '{failed_dep}' skipped (because '{root}' {self._entries[root].state})"
+            )
         skips.append(Skip(step, reason))
         return True

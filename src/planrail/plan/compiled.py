@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from planrail.plan.refs import copy_json, parse_template, resolve_path
+from planrail.plan.refs import Reference, copy_json, parse_template, resolve_path
 
 __all__ = ["Filler", "compile_value"]
 
@@ -20,25 +20,46 @@ Filler = Callable[[Mapping[str, Any]], Any]
 
 def compile_value(value: Any) -> Filler:
     """A function ``outputs -> value with references filled`` (fresh containers every call)."""
-    if isinstance(value, str):
-        if "$" not in value:
-            return lambda _o, v=value: v
-        t = parse_template(value)
-        single = t.single
-        if single is not None:
-            return lambda o, r=single: copy_json(resolve_path(o, r))
-        return t.render
-    if isinstance(value, dict):
-        if not _has_dollar(value):
-            return lambda _o, v=value: copy_json(v)
+    if isinstance(value, str) and "$" in value:
+        template = parse_template(value)
+        single = template.single
+        return _single(single) if single is not None else template.render
+    if isinstance(value, dict) and _has_dollar(value):
         parts = [(k, compile_value(v)) for k, v in value.items()]
-        return lambda o: {k: f(o) for k, f in parts}
-    if isinstance(value, list):
-        if not _has_dollar(value):
-            return lambda _o, v=value: copy_json(v)
+
+        def fill_dict(outputs: Mapping[str, Any]) -> Any:
+            return {k: f(outputs) for k, f in parts}
+
+        return fill_dict
+    if isinstance(value, list) and _has_dollar(value):
         items = [compile_value(v) for v in value]
-        return lambda o: [f(o) for f in items]
-    return lambda _o, v=value: v
+
+        def fill_list(outputs: Mapping[str, Any]) -> Any:
+            return [f(outputs) for f in items]
+
+        return fill_list
+    return _constant(value)
+
+
+def _single(ref: Reference) -> Filler:
+    def fill(outputs: Mapping[str, Any]) -> Any:
+        return copy_json(resolve_path(outputs, ref))
+
+    return fill
+
+
+def _constant(value: Any) -> Filler:
+    if isinstance(value, dict | list):
+
+        def copy(_outputs: Mapping[str, Any]) -> Any:
+            return copy_json(value)
+
+        return copy
+
+    def same(_outputs: Mapping[str, Any]) -> Any:
+        return value
+
+    return same
 
 
 def _has_dollar(value: Any) -> bool:

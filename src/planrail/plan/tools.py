@@ -31,7 +31,8 @@ SideEffects = Literal["none", "idempotent", "keyed", "unsafe"]
 """What calling a tool does to the world.
 
 - ``none``: read-only; safe to run again and before approval.
-- ``idempotent``: changes the world, but running it twice with the same arguments is the same as once.
+- ``idempotent``: changes the world, but running it twice with the same arguments is the same
+  as running it once.
 - ``keyed``: changes the world and honours the idempotency key it is given (``StepContext``).
 - ``unsafe``: changes the world and may do so twice (the conservative default).
 """
@@ -98,9 +99,15 @@ class ToolSpec:
 class Tool:
     """A Python function planrail can call as a step; still callable as the plain function."""
 
-    def __init__(self, fn: Callable[..., Any], spec: ToolSpec, context_param: str | None,
-                 input_model: type[pydantic.BaseModel],
-                 output_adapter: pydantic.TypeAdapter[Any] | None) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        spec: ToolSpec,
+        context_param: str | None,
+        input_model: type[pydantic.BaseModel],
+        output_adapter: pydantic.TypeAdapter[Any] | None,
+        scalar: type | None = None,
+    ) -> None:
         self.fn = fn
         self.spec = spec
         self.name = spec.name
@@ -108,6 +115,8 @@ class Tool:
         self.context_param = context_param
         self._input_model = input_model
         self._output_adapter = output_adapter
+        self._scalar: type | None = scalar
+        """A return type whose values are already plain JSON: no conversion needed."""
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -122,11 +131,13 @@ class Tool:
 
         Raises ``pydantic.ValidationError`` when they do not fit.
         """
-        model = self._input_model.model_validate(args)
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        model = self._input_model.__pydantic_validator__.validate_python(args)
+        return dict(model.__dict__)
 
     def dump_output(self, value: Any) -> Any:
         """The tool's return value as plain JSON data, checked against the return annotation."""
+        if self._scalar is not None and type(value) is self._scalar:
+            return value
         if self._output_adapter is not None:
             value = self._output_adapter.validate_python(value)
             return self._output_adapter.dump_python(value, mode="json")
@@ -166,22 +177,41 @@ def tool(
     secret_params: Iterable[str] = (),
     estimated_duration: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a sync or async function a planrail tool: ``@tool`` or ``@tool(side_effects="none")``."""
+    """Make a sync or async function a planrail tool.
+
+    Use it bare (``@tool``) or with options (``@tool(side_effects="none")``).
+    """
 
     def wrap(f: Callable[..., Any]) -> Tool:
         return _build_tool(
-            f, name=name, description=description, side_effects=side_effects, retry=retry,
-            timeout=timeout, resource=resource, requires_approval=requires_approval,
-            secret_params=frozenset(secret_params), estimated_duration=estimated_duration,
+            f,
+            name=name,
+            description=description,
+            side_effects=side_effects,
+            retry=retry,
+            timeout=timeout,
+            resource=resource,
+            requires_approval=requires_approval,
+            secret_params=frozenset(secret_params),
+            estimated_duration=estimated_duration,
         )
 
     return wrap(fn) if fn is not None else wrap
 
 
-def _build_tool(f: Callable[..., Any], *, name: str | None, description: str | None,
-                side_effects: SideEffects, retry: Mapping[str, Any] | None,
-                timeout: float | None, resource: str | None, requires_approval: bool | None,
-                secret_params: frozenset[str], estimated_duration: float | None) -> Tool:
+def _build_tool(
+    f: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    side_effects: SideEffects,
+    retry: Mapping[str, Any] | None,
+    timeout: float | None,
+    resource: str | None,
+    requires_approval: bool | None,
+    secret_params: frozenset[str],
+    estimated_duration: float | None,
+) -> Tool:
     if not callable(f):
         raise ToolDefinitionError(f"@tool needs a function, got {f!r}")
     if side_effects not in typing.get_args(SideEffects):
@@ -196,7 +226,9 @@ def _build_tool(f: Callable[..., Any], *, name: str | None, description: str | N
     try:
         hints = typing.get_type_hints(f, include_extras=True)
     except Exception as exc:  # unresolvable forward references
-        raise ToolDefinitionError(f"tool {tool_name!r}: cannot read its annotations: {exc}") from exc
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: cannot read its annotations: {exc}"
+        ) from exc
     sig = inspect.signature(f)
     fields: dict[str, Any] = {}
     context_param: str | None = None
@@ -219,14 +251,16 @@ def _build_tool(f: Callable[..., Any], *, name: str | None, description: str | N
             f"tool {tool_name!r}: secret_params names unknown parameters {sorted(unknown_secrets)}"
         )
     try:
-        model = pydantic.create_model(  # type: ignore[call-overload]
+        model = pydantic.create_model(
             f"{_camel(tool_name)}Input",
             __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,
         )
         input_schema = model.model_json_schema()
     except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-        raise ToolDefinitionError(f"tool {tool_name!r}: cannot build its input schema: {exc}") from exc
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: cannot build its input schema: {exc}"
+        ) from exc
     input_schema.pop("title", None)
     output_schema: dict[str, Any] | None = None
     adapter: pydantic.TypeAdapter[Any] | None = None
@@ -252,7 +286,9 @@ def _build_tool(f: Callable[..., Any], *, name: str | None, description: str | N
         secret_params=secret_params,
         estimated_duration=estimated_duration,
     )
-    return Tool(f, spec, context_param, model, adapter)
+    ret = hints.get("return")
+    scalar = ret if ret in (str, int, bool) else None
+    return Tool(f, spec, context_param, model, adapter, scalar)
 
 
 def _camel(name: str) -> str:

@@ -1,0 +1,185 @@
+"""Durable runs on the command line: ``resume``, ``runs``, ``show``, ``resolve``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from planrail.cli.app import (
+    CatalogOpt,
+    ExitCode,
+    JsonOpt,
+    QuietOpt,
+    StoreOpt,
+    ToolsOpt,
+    _fail,
+    _out,
+    app,
+    emit_result,
+    execute,
+    exit_code,
+    open_store_or_exit,
+    registry_from,
+)
+from planrail.cli.render import print_issues
+from planrail.clock import SYSTEM_CLOCK
+from planrail.engine.checkpoint import load_result
+from planrail.engine.executor import Execution
+from planrail.plan.validate import validate
+from planrail.store import RUN_STATUSES
+from planrail.types import StepStatus
+
+__all__: list[str] = []
+
+
+@app.command("resume")
+def resume_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    tools: ToolsOpt = None,
+    catalog: CatalogOpt = None,
+    store: StoreOpt = None,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Continue a run from its checkpoint: succeeded steps are not run again."""
+    console = _out(json_out)
+    the_store = open_store_or_exit(store, console)
+    run = the_store.get_run(run_id)
+    if run is None:
+        raise _fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
+    registry = registry_from(tools, catalog, console)
+    if run.status == "succeeded":
+        result = load_result(the_store, run_id)
+        console.print(f"run {run_id} already succeeded; nothing to do")
+        emit_result(result, console, json_out=json_out)
+        raise typer.Exit(ExitCode.OK)
+    report = validate(run.plan, registry)
+    if report.plan is None:
+        if json_out:
+            print(json.dumps(report.to_dict(), ensure_ascii=False))
+        else:
+            print_issues(console, report, f"the plan of run {run_id}")
+        raise typer.Exit(ExitCode.INVALID_PLAN)
+    execution = Execution(report.plan, registry, run_id=run_id, store=the_store)
+    result = execute(execution, console, quiet=quiet or json_out)
+    emit_result(result, console, json_out=json_out)
+    raise typer.Exit(exit_code(result))
+
+
+@app.command("runs")
+def runs_cmd(
+    status: Annotated[
+        str | None, typer.Option("--status", help=f"One of: {', '.join(sorted(RUN_STATUSES))}.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Most runs to list.")] = 50,
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List runs, newest first."""
+    console = _out(json_out)
+    if status is not None and status not in RUN_STATUSES:
+        raise _fail(
+            console, f"--status must be one of {', '.join(sorted(RUN_STATUSES))}", ExitCode.USAGE
+        )
+    runs = open_store_or_exit(store, console).list_runs(status=status, limit=limit)
+    rows = [
+        {
+            "run_id": r.run_id,
+            "status": r.status,
+            "created_at": r.created_at,
+            "updated_at": r.updated_at,
+            "goal": r.plan.get("goal", ""),
+            "steps": len(r.plan.get("steps", [])),
+            "plan_hash": r.plan_hash,
+        }
+        for r in runs
+    ]
+    if json_out:
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    table = Table(title=f"{len(rows)} run(s)")
+    for col in ("run_id", "status", "created", "steps", "goal"):
+        table.add_column(col)
+    for row in rows:
+        created = _when(row["created_at"])
+        table.add_row(
+            row["run_id"], row["status"], created, str(row["steps"]), str(row["goal"])[:60]
+        )
+    console.print(table)
+
+
+def _when(ts: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@app.command("show")
+def show_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run to show.")],
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """A run's status, steps and output (``--json``: the same object ``run --json`` printed)."""
+    console = _out(json_out)
+    result = load_result(open_store_or_exit(store, console), run_id)
+    if result is None:
+        raise _fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
+    emit_result(result, console, json_out=json_out)
+
+
+@app.command("resolve")
+def resolve_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run.")],
+    step_id: Annotated[str, typer.Argument(help="The in-doubt step.")],
+    succeeded: Annotated[
+        bool, typer.Option("--succeeded", help="The call did happen: record it as succeeded.")
+    ] = False,
+    output: Annotated[
+        str | None, typer.Option("--output", help="Its output as JSON (with --succeeded).")
+    ] = None,
+    retry: Annotated[bool, typer.Option("--retry", help="Run the step again on resume.")] = False,
+    store: StoreOpt = None,
+) -> None:
+    """Decide an in-doubt step: it happened (``--succeeded``) or it did not (``--retry``)."""
+    console = _out(False)
+    if succeeded == retry:
+        raise _fail(console, "give exactly one of --succeeded or --retry", ExitCode.USAGE)
+    if output is not None and not succeeded:
+        raise _fail(console, "--output goes with --succeeded", ExitCode.USAGE)
+    value: Any = None
+    if output is not None:
+        try:
+            value = json.loads(output)
+        except json.JSONDecodeError as exc:
+            raise _fail(console, f"--output is not JSON: {exc.msg}", ExitCode.USAGE) from None
+    the_store = open_store_or_exit(store, console)
+    run = the_store.get_run(run_id)
+    if run is None:
+        raise _fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
+    record = the_store.get_steps(run_id).get(step_id)
+    if record is None or record.status not in (StepStatus.IN_DOUBT, StepStatus.RUNNING):
+        state = record.status if record is not None else "not started"
+        raise _fail(console, f"step '{step_id}' is {state}, not in doubt", ExitCode.USAGE)
+    now = SYSTEM_CLOCK.now()
+    decided = dataclasses.replace(
+        record,
+        status=StepStatus.SUCCEEDED if succeeded else StepStatus.PENDING,
+        output=value if succeeded else None,
+        finished_at=now if succeeded else None,
+        reason="resolved by an operator: succeeded" if succeeded else "operator chose retry",
+        metadata={
+            **record.metadata,
+            "resolved": {"at": now, "decision": "succeeded" if succeeded else "retry"},
+        },
+    )
+    the_store.commit(steps=[decided])
+    console.print(
+        f"step {step_id} of run {run_id}: "
+        f"{'recorded as succeeded' if succeeded else 'will run again'}; "
+        f"continue with `planrail resume {run_id} --tools …`"
+    )

@@ -1,0 +1,363 @@
+"""Checkpoints: what the executor writes to a store, and what a resume reads back.
+
+The guarantees (see ``docs/durability.md``):
+
+- a step's outcome is committed before any of its dependents starts;
+- before a side-effecting call, its *intent* (idempotency key and a hash of the resolved
+  arguments) is committed; a key later reused with other arguments is refused;
+- on resume, a succeeded step is never run again (its stored output feeds its dependents); a
+  step found started-but-unfinished runs again with the same key only if its tool honours keys,
+  otherwise it is ``in_doubt`` until an operator decides;
+- one runner per run: a lease, renewed by a heartbeat, that a second runner cannot take until it
+  expires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from planrail.engine.events import Event
+from planrail.engine.result import StepResult
+from planrail.errors import ExecutionError
+from planrail.plan.model import Plan, Step
+from planrail.plan.tools import ToolRegistry
+from planrail.store.base import Event as StoredEvent
+from planrail.store.base import Intent, RunRecord, StepRecord, Store
+from planrail.types import Clock, StepStatus
+
+__all__ = [
+    "Checkpointer",
+    "LeaseLostError",
+    "PlanMismatchError",
+    "RunBusyError",
+    "args_hash",
+    "load_result",
+]
+
+S = StepStatus
+
+
+class PlanMismatchError(ExecutionError):
+    """A run id that already exists was given a different plan: resuming it is refused."""
+
+    code = "plan_mismatch"
+
+
+class RunBusyError(ExecutionError):
+    """Another runner holds the run's lease."""
+
+    code = "run_busy"
+
+
+class LeaseLostError(ExecutionError):
+    """This runner's lease expired or was taken: it stops so two runners never overlap."""
+
+    code = "lease_lost"
+
+
+def args_hash(args: Any) -> str:
+    """A stable hash of resolved arguments (canonical JSON)."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Checkpointer:
+    """Writes one run's progress to a :class:`~planrail.store.Store`."""
+
+    def __init__(
+        self,
+        store: Store,
+        plan: Plan,
+        registry: ToolRegistry,
+        run_id: str,
+        clock: Clock,
+        *,
+        lease_ttl: float = 30.0,
+        owner: str | None = None,
+        approval: dict[str, Any] | None = None,
+    ) -> None:
+        self.store = store
+        self.plan = plan
+        self.registry = registry
+        self.run_id = run_id
+        self.clock = clock
+        self.lease_ttl = lease_ttl
+        self.owner = owner or _owner()
+        self.approval = approval
+        self.created_at = clock.now()
+        self._events: list[StoredEvent] = []
+        self._holding = False
+        self.resumed = False
+
+    # ------------------------------------------------------------------ opening
+
+    def open(self) -> tuple[dict[str, StepResult], dict[str, StepResult]]:
+        """Create the run, or take it over for a resume.
+
+        Returns ``(restored, in_doubt)``: steps whose success is recorded (not to be run again)
+        and steps whose outcome is unknown and whose tool does not honour idempotency keys.
+        """
+        existing = self.store.get_run(self.run_id)
+        if existing is None:
+            self.store.create_run(self._run_record("running"))
+            self._acquire()
+            return {}, {}
+        if existing.plan_hash != self.plan.hash:
+            raise PlanMismatchError(
+                f"run '{self.run_id}' exists with another plan ({existing.plan_hash[:19]}…);"
+                f" this plan is {self.plan.hash[:19]}…: a run only resumes its own plan",
+                run_id=self.run_id,
+            )
+        self._acquire()
+        self.resumed = True
+        self.created_at = existing.created_at
+        self.approval = self.approval or existing.approval
+        restored: dict[str, StepResult] = {}
+        in_doubt: dict[str, StepResult] = {}
+        for sid, rec in self.store.get_steps(self.run_id).items():
+            if sid not in self.plan.by_id:
+                continue
+            if rec.status == S.SUCCEEDED:
+                restored[sid] = _result(rec)
+            elif rec.status in (S.RUNNING, S.IN_DOUBT) and not self._may_rerun(
+                self.plan.by_id[sid]
+            ):
+                res = _result(rec)
+                res.status = S.IN_DOUBT
+                res.reason = (
+                    "started but its outcome was not recorded, and its tool does not honour "
+                    "idempotency keys: decide with `planrail resolve`"
+                )
+                in_doubt[sid] = res
+        self.store.commit(run=self._run_record("running"))
+        return restored, in_doubt
+
+    def _may_rerun(self, step: Step) -> bool:
+        spec = self.registry.spec(step.tool or "") if step.action == "tool_call" else None
+        return spec is None or spec.honours_idempotency_key
+
+    def _acquire(self) -> None:
+        now = self.clock.now()
+        if not self.store.acquire_lease(self.run_id, self.owner, self.lease_ttl, now):
+            lease = self.store.get_lease(self.run_id)
+            holder = (
+                f" by {lease.owner} until {lease.expires_at - now:.0f}s from now" if lease else ""
+            )
+            raise RunBusyError(
+                f"run '{self.run_id}' is being run{holder}; wait for it to finish (or for its"
+                " lease to expire if that runner died) and resume again",
+                run_id=self.run_id,
+            )
+        self._holding = True
+
+    def _run_record(
+        self, status: str, output: Any = None, error: dict[str, Any] | None = None
+    ) -> RunRecord:
+        return RunRecord(
+            run_id=self.run_id,
+            plan=self.plan.to_json_data(),
+            plan_hash=self.plan.hash,
+            status=status,
+            created_at=self.created_at,
+            updated_at=self.clock.now(),
+            output=output,
+            error=error,
+            approval=self.approval,
+        )
+
+    # ------------------------------------------------------------------ progress
+
+    def renew(self) -> None:
+        """Heartbeat: extend the lease; :class:`LeaseLostError` if it is no longer ours."""
+        if not self.store.renew_lease(self.run_id, self.owner, self.lease_ttl, self.clock.now()):
+            self._holding = False
+            raise LeaseLostError(
+                f"lost the lease on run '{self.run_id}' (it expired); stopping so that two "
+                "runners never drive one run",
+                run_id=self.run_id,
+            )
+
+    def needs_intent(self, step: Step) -> bool:
+        """Whether a call of this step changes the world (its intent must be recorded first)."""
+        if step.action != "tool_call":
+            return False
+        spec = self.registry.spec(step.tool or "")
+        return spec is None or spec.side_effects != "none"
+
+    def event(self, event: Event) -> None:
+        """Queue an event for the next commit."""
+        self._events.append(
+            StoredEvent(
+                run_id=event.run_id,
+                type=str(event.type),
+                at=event.at,
+                step_id=event.step_id,
+                attempt=event.attempt,
+                data=event.data,
+            )
+        )
+
+    def intent(
+        self, result: StepResult, step: Step, item: int | None, attempt: int, args: Any
+    ) -> None:
+        """Commit the intent to call ``step`` (item ``item``) with ``args``, before the call."""
+        step_key = step.id if item is None else f"{step.id}:{item}"
+        key = f"{self.run_id}:{step_key}"
+        digest = args_hash(args)
+        record = _record(
+            self.run_id,
+            result,
+            key,
+            status=S.RUNNING,
+            args=args,
+            args_hash=digest,
+            attempts=attempt,
+        )
+        self.store.commit(
+            steps=[record],
+            intents=[
+                Intent(run_id=self.run_id, step_key=step_key, idempotency_key=key, args_hash=digest)
+            ],
+            events=self._take_events(),
+        )
+
+    def record(self, results: Iterable[StepResult], args: dict[str, Any]) -> None:
+        """Commit step outcomes (and queued events) in one transaction."""
+        steps = [
+            _record(
+                self.run_id,
+                r,
+                f"{self.run_id}:{r.id}",
+                args=args.get(r.id),
+                args_hash=args_hash(args[r.id]) if r.id in args else None,
+            )
+            for r in results
+        ]
+        self.store.commit(steps=steps, events=self._take_events())
+
+    def finish(
+        self,
+        status: str,
+        output: Any,
+        error: str | None,
+        results: Iterable[StepResult],
+        args: dict[str, Any],
+    ) -> None:
+        """Commit the last step records and the run's final status, then release the lease."""
+        steps = [
+            _record(
+                self.run_id,
+                r,
+                f"{self.run_id}:{r.id}",
+                args=args.get(r.id),
+                args_hash=args_hash(args[r.id]) if r.id in args else None,
+            )
+            for r in results
+        ]
+        err = {"type": "RunError", "message": error, "retryable": False} if error else None
+        self.store.commit(
+            run=self._run_record(_stored_status(status), output, err),
+            steps=steps,
+            events=self._take_events(),
+        )
+        self.release()
+
+    def release(self) -> None:
+        if self._holding:
+            self._holding = False
+            self.store.release_lease(self.run_id, self.owner)
+
+    def _take_events(self) -> list[StoredEvent]:
+        events, self._events = self._events, []
+        return events
+
+
+def _stored_status(status: str) -> str:
+    return (
+        status
+        if status in ("succeeded", "failed", "cancelled", "awaiting_approval")
+        else ("failed")
+    )
+
+
+def _record(
+    run_id: str,
+    r: StepResult,
+    key: str,
+    *,
+    status: StepStatus | None = None,
+    args: Any = None,
+    args_hash: str | None = None,
+    attempts: int | None = None,
+) -> StepRecord:
+    return StepRecord(
+        run_id=run_id,
+        step_id=r.id,
+        status=status or r.status,
+        idempotency_key=key,
+        attempts=r.attempts if attempts is None else attempts,
+        args=args,
+        args_hash=args_hash,
+        output=r.output,
+        error=r.error,
+        reason=r.reason,
+        started_at=r.started_at,
+        finished_at=r.finished_at,
+        degraded=r.degraded,
+        attempt_history=r.attempt_history,
+        metadata={"usage": r.usage} if r.usage else {},
+    )
+
+
+def _result(rec: StepRecord) -> StepResult:
+    return StepResult(
+        id=rec.step_id,
+        status=rec.status,
+        attempts=rec.attempts,
+        started_at=rec.started_at,
+        finished_at=rec.finished_at,
+        output=rec.output,
+        error=rec.error,
+        reason=rec.reason,
+        degraded=rec.degraded,
+        attempt_history=list(rec.attempt_history),
+        usage=dict(rec.metadata.get("usage", {})),
+    )
+
+
+def load_result(store: Store, run_id: str) -> Any:
+    """The :class:`~planrail.engine.result.RunResult` of a stored run (None if unknown).
+
+    Steps appear in plan order; a step with no record is ``pending``. This is what ``planrail
+    show`` prints, and it equals the result the run itself returned.
+    """
+    from planrail.engine.result import RunResult
+
+    run = store.get_run(run_id)
+    if run is None:
+        return None
+    records = store.get_steps(run_id)
+    steps: dict[str, StepResult] = {}
+    for raw in run.plan.get("steps", []):
+        sid = raw["id"]
+        rec = records.get(sid)
+        steps[sid] = _result(rec) if rec is not None else StepResult(sid)
+    error = run.error.get("message") if run.error else None
+    return RunResult(
+        run_id=run.run_id,
+        status=run.status,
+        steps=steps,
+        output=run.output,
+        error=error,
+        plan_hash=run.plan_hash,
+    )
