@@ -7,7 +7,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint typecheck unit install bench bench-quick fuzz soak clean
+.PHONY: demo test lint typecheck unit install bench bench-deps bench-quick soak clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,12 @@ typecheck: $(TEST_STAMP)
 	$(VENV)/bin/mypy
 
 unit: $(TEST_STAMP)
+	bash scripts/ensure-chromium.sh
 	source scripts/test-services.sh && $(VENV)/bin/pytest -q
+
+# Long crash/soak and full-size fuzz tests (a small version of each runs in `make test`).
+soak: $(TEST_STAMP)
+	source scripts/test-services.sh && $(VENV)/bin/pytest -q -m slow
 
 test: lint typecheck unit
 

@@ -14,16 +14,25 @@ from planrail.errors import (
     StoreError,
     ToolError,
 )
+from planrail.engine.api import arun, prepare, run
+from planrail.engine.events import Event, EventType
+from planrail.engine.executor import Execution
+from planrail.engine.result import RunResult, StepResult
 from planrail.plan.catalog import load_catalog, load_tools
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan, Step
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec, tool
 from planrail.plan.validate import Issue, ValidationReport, load_plan, validate
+from planrail.store import open_store
+from planrail.types import StepStatus
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ApprovalRefusedError",
+    "Event",
+    "EventType",
+    "Execution",
     "Issue",
     "Plan",
     "PlanError",
@@ -33,8 +42,11 @@ __all__ = [
     "PlanrailError",
     "ReferenceResolutionError",
     "RetryableError",
+    "RunResult",
     "Step",
     "StepContext",
+    "StepResult",
+    "StepStatus",
     "StoreError",
     "Tool",
     "ToolError",
@@ -42,9 +54,13 @@ __all__ = [
     "ToolSpec",
     "ValidationReport",
     "__version__",
+    "arun",
     "load_catalog",
     "load_plan",
     "load_tools",
+    "open_store",
+    "prepare",
+    "run",
     "tool",
     "validate",
 ]

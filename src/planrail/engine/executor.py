@@ -224,10 +224,10 @@ class Execution:
         )
         self.status = "running"
         heartbeat = asyncio.create_task(self._heartbeat()) if self._ckpt else None
-        self._emit(
-            E.RUN_STARTED,
-            data={"plan_hash": self.plan.hash, "steps": len(self.results), "resumed": self.resumed},
-        )
+        started: dict[str, Any] = {"steps": len(self.results), "resumed": self.resumed}
+        if self._ckpt is not None:  # hashing a big plan costs; only durable runs record it
+            started["plan_hash"] = self.plan.hash
+        self._emit(E.RUN_STARTED, data=started)
         try:
             self._dispatch()
             while True:
@@ -262,7 +262,7 @@ class Execution:
             steps=self.results,
             output=self.run_output,
             error=self.error,
-            plan_hash=self.plan.hash,
+            plan_hash=self.plan.hash if self._ckpt is not None or self.approval else None,
         )
 
     # ------------------------------------------------------------------ events

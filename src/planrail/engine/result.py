@@ -59,6 +59,9 @@ class RunResult:
     def succeeded(self) -> bool:
         return self.status == "succeeded"
 
+    def __repr__(self) -> str:  # short: results of big plans end up in task reprs
+        return f"<RunResult {self.run_id} {self.status} steps={len(self.steps)}>"
+
     def to_dict(self) -> dict[str, Any]:
         """The ``run --json`` / ``show --json`` object of the contract."""
         data: dict[str, Any] = {

@@ -1,0 +1,59 @@
+"""The curated public API: what ``import planrail`` offers is deliberate."""
+
+import planrail
+
+EXPECTED = {
+    "ApprovalRefusedError",
+    "Event",
+    "EventType",
+    "Execution",
+    "Issue",
+    "Plan",
+    "PlanError",
+    "PlanLimits",
+    "PlanLoadError",
+    "PlanValidationError",
+    "PlanrailError",
+    "ReferenceResolutionError",
+    "RetryableError",
+    "RunResult",
+    "Step",
+    "StepContext",
+    "StepResult",
+    "StepStatus",
+    "StoreError",
+    "Tool",
+    "ToolError",
+    "ToolRegistry",
+    "ToolSpec",
+    "ValidationReport",
+    "__version__",
+    "arun",
+    "load_catalog",
+    "load_plan",
+    "load_tools",
+    "open_store",
+    "prepare",
+    "run",
+    "tool",
+    "validate",
+}
+
+
+def test_all_is_pinned() -> None:
+    """``planrail.__all__`` changes only together with this list (and the CHANGELOG)."""
+    assert set(planrail.__all__) == EXPECTED
+
+
+def test_every_exported_name_exists() -> None:
+    """Every name in ``__all__`` is importable from the package."""
+    for name in planrail.__all__:
+        assert getattr(planrail, name) is not None, name
+
+
+def test_errors_form_one_tree() -> None:
+    """Every exported error class descends from ``PlanrailError``."""
+    errors = [getattr(planrail, n) for n in planrail.__all__ if n.endswith("Error")]
+    assert errors
+    for cls in errors:
+        assert issubclass(cls, planrail.PlanrailError), cls
