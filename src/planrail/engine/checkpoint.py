@@ -14,6 +14,7 @@ The guarantees (see ``docs/durability.md``):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -124,6 +125,7 @@ class Checkpointer:
         self.approval = self.approval or existing.approval
         restored: dict[str, StepResult] = {}
         in_doubt: dict[str, StepResult] = {}
+        doubtful: list[StepRecord] = []
         for sid, rec in self.store.get_steps(self.run_id).items():
             if sid not in self.plan.by_id:
                 continue
@@ -132,14 +134,14 @@ class Checkpointer:
             elif rec.status in (S.RUNNING, S.IN_DOUBT) and not self._may_rerun(
                 self.plan.by_id[sid]
             ):
-                res = _result(rec)
-                res.status = S.IN_DOUBT
-                res.reason = (
+                reason = (
                     "started but its outcome was not recorded, and its tool does not honour "
                     "idempotency keys: decide with `planrail resolve`"
                 )
-                in_doubt[sid] = res
-        self.store.commit(run=self._run_record("running"))
+                # Recorded as in_doubt (not left "running") so `planrail show` reports it too.
+                doubtful.append(dataclasses.replace(rec, status=S.IN_DOUBT, reason=reason))
+                in_doubt[sid] = _result(doubtful[-1])
+        self.store.commit(run=self._run_record("running"), steps=doubtful)
         return restored, in_doubt
 
     def _may_rerun(self, step: Step) -> bool:
@@ -233,17 +235,7 @@ class Checkpointer:
 
     def record(self, results: Iterable[StepResult], args: dict[str, Any]) -> None:
         """Commit step outcomes (and queued events) in one transaction."""
-        steps = [
-            _record(
-                self.run_id,
-                r,
-                f"{self.run_id}:{r.id}",
-                args=args.get(r.id),
-                args_hash=args_hash(args[r.id]) if r.id in args else None,
-            )
-            for r in results
-        ]
-        self.store.commit(steps=steps, events=self._take_events())
+        self.store.commit(steps=self._records(results, args), events=self._take_events())
 
     def finish(
         self,
@@ -254,7 +246,16 @@ class Checkpointer:
         args: dict[str, Any],
     ) -> None:
         """Commit the last step records and the run's final status, then release the lease."""
-        steps = [
+        err = {"type": "RunError", "message": error, "retryable": False} if error else None
+        self.store.commit(
+            run=self._run_record(_stored_status(status), output, err),
+            steps=self._records(results, args),
+            events=self._take_events(),
+        )
+        self.release()
+
+    def _records(self, results: Iterable[StepResult], args: dict[str, Any]) -> list[StepRecord]:
+        return [
             _record(
                 self.run_id,
                 r,
@@ -264,13 +265,6 @@ class Checkpointer:
             )
             for r in results
         ]
-        err = {"type": "RunError", "message": error, "retryable": False} if error else None
-        self.store.commit(
-            run=self._run_record(_stored_status(status), output, err),
-            steps=steps,
-            events=self._take_events(),
-        )
-        self.release()
 
     def release(self) -> None:
         if self._holding:
