@@ -1,0 +1,209 @@
+"""``planrail plan "GOAL"``: a model writes the plan, a person approves it, planrail runs it.
+
+Exit codes as ``run``: 0 succeeded, 1 a step failed (or the budget ran out, or the model could
+not be used), 2 usage error, 3 no valid plan within the repairs allowed, 4 approval refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.tree import Tree
+
+from planrail.agent import Agent, AgentResult, ApprovalRequest
+from planrail.cli.app import (
+    CatalogOpt,
+    ExitCode,
+    JsonOpt,
+    QuietOpt,
+    ToolsOpt,
+    _fail,
+    _out,
+    app,
+    registry_from,
+)
+from planrail.cli.render import print_plan, print_result
+from planrail.errors import PlanrailError
+from planrail.llm import Budget, PriceTable, open_llm
+from planrail.plan.graph import topological_order
+from planrail.plan.model import Plan
+
+__all__: list[str] = []
+
+_EXIT = {
+    "succeeded": ExitCode.OK,
+    "refused": ExitCode.APPROVAL_REFUSED,
+    "invalid": ExitCode.INVALID_PLAN,
+    "cancelled": ExitCode.INTERRUPTED,
+}
+
+
+def print_graph(console: Console, plan: Plan) -> None:
+    """The plan as a dependency tree: each step under the steps it waits for."""
+    order = topological_order({s.id: list(s.depends_on) for s in plan.steps})
+    tree = Tree("[bold]graph[/] (a step runs after the steps it is listed under)")
+    nodes: dict[str, Tree] = {}
+    for sid in order:
+        step = plan.step(sid)
+        label = f"{sid} [dim]({step.tool or step.action})[/]"
+        if step.depends_on:
+            parent = nodes.get(step.depends_on[0], tree)
+            others = [d for d in step.depends_on[1:]]
+            label += f" [dim]also after {', '.join(others)}[/]" if others else ""
+        else:
+            parent = tree
+        nodes[sid] = parent.add(label)
+    console.print(tree)
+
+
+def print_sources(console: Console, request: ApprovalRequest) -> None:
+    """For each step to approve: where each argument value comes from."""
+    for sid in request.steps:
+        console.print(f"[bold]{sid}[/] ({request.side_effects.get(sid, '?')}):")
+        for name, sources in request.sources(sid).items():
+            style = "green" if sources == ["user"] else "cyan"
+            shown = (
+                "from the user (written in the plan)" if sources == ["user"] else ", ".join(sources)
+            )
+            console.print(f"  {name}: [{style}]{shown}[/]")
+
+
+def _approval(console: Console, yes: bool) -> Any:
+    async def callback(request: ApprovalRequest) -> bool:
+        if yes:
+            return True
+        print_plan(console, request.plan, request.side_effects)
+        print_graph(console, request.plan)
+        print_sources(console, request)
+        if request.reused:
+            console.print(f"reused (not run again): {', '.join(request.reused)}")
+        console.print(f"{len(request.steps)} step(s) change the world: {', '.join(request.steps)}")
+        if not sys.stdin.isatty():
+            console.print("[red]approval needed[/]: no terminal to ask on; pass --yes to approve")
+            return False
+        return await asyncio.to_thread(typer.confirm, "Run this plan?", default=False, err=True)
+
+    return callback
+
+
+def _exit_code(result: AgentResult) -> ExitCode:
+    return _EXIT.get(result.status, ExitCode.RUN_FAILED)
+
+
+@app.command("plan")
+def plan_cmd(
+    goal: Annotated[str, typer.Argument(help="What to achieve, in words.")],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            envvar="PLANRAIL_MODEL",
+            help="provider:model, e.g. openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5,"
+            " ollama:llama3.1",
+        ),
+    ],
+    tools: ToolsOpt = None,
+    catalog: CatalogOpt = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="OpenAI-compatible server (vLLM, Ollama, llama.cpp, …)."),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve without asking.")] = False,
+    stream: Annotated[
+        bool,
+        typer.Option("--stream/--no-stream", help="Start read-only steps while the plan streams."),
+    ] = True,
+    max_repairs: Annotated[int, typer.Option(min=0, help="Repair prompts per plan.")] = 3,
+    max_replans: Annotated[int, typer.Option(min=0, help="Replans after a failed step.")] = 0,
+    max_llm_calls: Annotated[int | None, typer.Option(min=0, help="Budget: model calls.")] = None,
+    max_input_tokens: Annotated[
+        int | None, typer.Option(min=0, help="Budget: input tokens.")
+    ] = None,
+    max_output_tokens: Annotated[
+        int | None, typer.Option(min=0, help="Budget: output tokens.")
+    ] = None,
+    max_cost: Annotated[float | None, typer.Option(min=0, help="Budget: cost.")] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(help='Price table JSON: {"model": {"input": 0.4, "output": 1.6}} per 1M.'),
+    ] = None,
+    max_concurrency: Annotated[
+        int | None, typer.Option("--max-concurrency", min=1, help="Most steps running at once.")
+    ] = None,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Have a model plan GOAL with the given tools, approve the plan, then run it."""
+    console = _out(json_out)
+    registry = registry_from(tools, catalog, console)
+    if not tools:
+        raise _fail(
+            console, "plan needs --tools: the code of the tools to plan with", ExitCode.USAGE
+        )
+    try:
+        llm = open_llm(model, base_url=base_url)
+        table = PriceTable.from_mapping(json.loads(prices.read_text())) if prices else None
+    except PlanrailError as exc:
+        raise _fail(console, exc.message, ExitCode.USAGE) from None
+    except (OSError, ValueError, AttributeError) as exc:
+        raise _fail(console, f"{prices}: not a price table ({exc})", ExitCode.USAGE) from None
+    agent = Agent(
+        llm,
+        registry,
+        approval=_approval(console, yes),
+        budget=Budget(max_llm_calls, max_input_tokens, max_output_tokens, max_cost),
+        prices=table,
+        max_repairs=max_repairs,
+        max_replans=max_replans,
+        stream=stream,
+        max_concurrency=max_concurrency,
+    )
+    if not (quiet or json_out):
+        console.print(f"planning with {model}…")
+    try:
+        result = asyncio.run(_run(agent, goal))
+    except KeyboardInterrupt:
+        console.print("[magenta]interrupted[/]")
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    if json_out:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+    else:
+        _print(console, result)
+    raise typer.Exit(_exit_code(result))
+
+
+async def _run(agent: Agent, goal: str) -> AgentResult:
+    try:
+        return await agent.run(goal)
+    finally:
+        close = getattr(agent.llm, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _print(console: Console, result: AgentResult) -> None:
+    if result.status == "invalid" and result.attempts:
+        console.print(f"[red]✗ no valid plan[/]: {len(result.attempts)} attempt(s)")
+        for issue in result.attempts[-1].issues:
+            console.print(f"  [red]{escape(str(issue))}[/]")
+    if result.run is not None and result.status != "refused":
+        print_result(console, result.run)
+        if result.output is not None:
+            console.print_json(json.dumps(result.output, ensure_ascii=False, default=str))
+    if result.status == "refused":
+        console.print(f"[red]approval refused[/]: {escape(result.reason or '')}")
+    elif result.reason and result.status != "succeeded":
+        console.print(f"[red]{result.status}[/]: {escape(result.reason)}")
+    usage = result.usage
+    console.print(
+        f"[dim]LLM: {usage.get('calls', 0)} call(s), {usage.get('input_tokens', 0):,} in /"
+        f" {usage.get('output_tokens', 0):,} out tokens; {result.replans} replan(s)[/]"
+    )

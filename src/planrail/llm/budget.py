@@ -1,0 +1,177 @@
+"""Budgets for a run's LLM use: calls, input and output tokens, and cost.
+
+:class:`Budget` and :class:`PriceTable` are frozen values; :class:`BudgetMeter` is the tally of
+one run, shared by every model call in it — planning, repairs, replans and ``llm_call`` steps.
+:class:`MeteredLLM` wraps any client so each call is checked before it is made and charged
+after it answers. Overspending raises :class:`~planrail.llm.errors.BudgetExceededError`, whose
+``fatal`` flag tells the executor to stop the whole run, not just the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from planrail.llm.base import LLM, LLMResponse, LLMStream, Message, Usage
+from planrail.llm.errors import BudgetExceededError
+
+__all__ = ["Budget", "BudgetMeter", "MeteredLLM", "Price", "PriceTable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Most a run may spend on models; ``None`` means no limit."""
+
+    max_llm_calls: int | None = None
+    """Model calls in all (planning and repairs included)."""
+    max_input_tokens: int | None = None
+    """Prompt tokens in all."""
+    max_output_tokens: int | None = None
+    """Completion tokens in all."""
+    max_cost: float | None = None
+    """Money in all, in the unit of the :class:`PriceTable` (US dollars by default)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_llm_calls", "max_input_tokens", "max_output_tokens", "max_cost"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """What one million tokens cost."""
+
+    input_per_million: float
+    output_per_million: float
+
+
+@dataclass(frozen=True, slots=True)
+class PriceTable:
+    """Prices by model name. A model not listed costs ``default`` (zero unless set)."""
+
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    default: Price = Price(0.0, 0.0)
+
+    def price(self, model: str) -> Price:
+        """The price of ``model``, trying it with and without its ``provider:`` prefix."""
+        bare = model.split(":", 1)[1] if ":" in model else model
+        return self.prices.get(model) or self.prices.get(bare) or self.default
+
+    def cost(self, model: str, usage: Usage) -> float:
+        p = self.price(model)
+        return (
+            usage.input_tokens * p.input_per_million + usage.output_tokens * p.output_per_million
+        ) / 1_000_000
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> PriceTable:
+        """From ``{"model": {"input": 0.4, "output": 1.6}, ...}`` (per million tokens)."""
+        return cls(
+            {
+                name: Price(float(p.get("input", 0.0)), float(p.get("output", 0.0)))
+                for name, p in data.items()
+            }
+        )
+
+
+class BudgetMeter:
+    """One run's spending so far, checked against its :class:`Budget`."""
+
+    def __init__(self, budget: Budget | None = None, prices: PriceTable | None = None) -> None:
+        self.budget = budget or Budget()
+        self.prices = prices or PriceTable()
+        self.usage = Usage()
+        self.cost = 0.0
+        self.exceeded: BudgetExceededError | None = None
+        """The first overspend, once there is one; every later call is refused with it."""
+
+    def before_call(self) -> None:
+        """Refuse a call the budget no longer allows."""
+        if self.exceeded is not None:
+            raise self.exceeded
+        limit = self.budget.max_llm_calls
+        if limit is not None and self.usage.calls >= limit:
+            self._stop("llm_calls", f"the LLM call budget is spent ({limit} calls)")
+
+    def charge(self, model: str, usage: Usage) -> None:
+        """Add one answered call; raises :class:`BudgetExceededError` if a limit is now passed."""
+        self.usage += Usage(usage.input_tokens, usage.output_tokens, max(usage.calls, 1))
+        self.cost += self.prices.cost(model, usage)
+        b = self.budget
+        if b.max_input_tokens is not None and self.usage.input_tokens > b.max_input_tokens:
+            self._stop(
+                "input_tokens",
+                f"the input token budget is exceeded: {self.usage.input_tokens:,} tokens used,"
+                f" the limit is {b.max_input_tokens:,}",
+            )
+        if b.max_output_tokens is not None and self.usage.output_tokens > b.max_output_tokens:
+            self._stop(
+                "output_tokens",
+                f"the output token budget is exceeded: {self.usage.output_tokens:,} tokens"
+                f" used, the limit is {b.max_output_tokens:,}",
+            )
+        if b.max_cost is not None and self.cost > b.max_cost:
+            self._stop(
+                "cost", f"the cost budget is exceeded: {self.cost:.4f} spent, limit {b.max_cost}"
+            )
+
+    def _stop(self, limit: str, message: str) -> None:
+        self.exceeded = BudgetExceededError(message, limit=limit)
+        raise self.exceeded
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.usage.to_dict(), "cost": round(self.cost, 6)}
+
+
+class MeteredLLM:
+    """An :class:`LLM` whose every call is checked against, and charged to, a meter."""
+
+    def __init__(self, llm: LLM, meter: BudgetMeter) -> None:
+        self.llm = llm
+        self.meter = meter
+        self.model = llm.model
+        self.supports_streaming = llm.supports_streaming
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        schema: dict[str, Any] | None = None,
+        schema_name: str = "answer",
+        model: str | None = None,
+    ) -> LLMResponse:
+        self.meter.before_call()
+        response = await self.llm.complete(
+            messages, schema=schema, schema_name=schema_name, model=model
+        )
+        self.meter.charge(model or self.model, response.usage)
+        return response
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        schema: dict[str, Any] | None = None,
+        schema_name: str = "answer",
+        model: str | None = None,
+    ) -> LLMStream:
+        self.meter.before_call()
+        inner = self.llm.stream(messages, schema=schema, schema_name=schema_name, model=model)
+        return _MeteredStream(inner, self.meter, model or self.model)
+
+
+class _MeteredStream:
+    def __init__(self, inner: LLMStream, meter: BudgetMeter, model: str) -> None:
+        self.inner = inner
+        self.meter = meter
+        self.model = model
+        self.response: LLMResponse | None = None
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for delta in self.inner:
+            yield delta
+        self.response = self.inner.response
+        if self.response is not None:
+            self.meter.charge(self.model, self.response.usage)

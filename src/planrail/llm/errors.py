@@ -1,0 +1,83 @@
+"""Errors of the LLM layer, placed in planrail's one error tree::
+
+    PlanrailError
+    ├── LLMError                       a model call failed and trying again will not help
+    │   ├── LLMRequestError            the provider refused the request (4xx: key, model, size)
+    │   ├── MissingExtraError          the provider's package is not installed
+    │   └── BudgetExceededError        a run's budget is spent (``fatal``: the run stops)
+    └── RetryableError
+        ├── LLMUnavailableError        429, 5xx, timeout, connection error (``retry_after``)
+        └── LLMAnswerError             the answer is empty, or not the JSON that was asked for
+
+Retryable errors are handled by the retry policies (a step's, or the planner's own loop).
+"""
+
+from __future__ import annotations
+
+from planrail.errors import PlanrailError, RetryableError
+
+__all__ = [
+    "BudgetExceededError",
+    "LLMAnswerError",
+    "LLMError",
+    "LLMRequestError",
+    "LLMUnavailableError",
+    "MissingExtraError",
+]
+
+
+class LLMError(PlanrailError):
+    """A model call failed for a reason another attempt will not fix."""
+
+    code = "llm_error"
+
+
+class LLMRequestError(LLMError):
+    """The provider refused the request (bad key, unknown model, malformed request...)."""
+
+    code = "llm_request_error"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class MissingExtraError(LLMError):
+    """An optional package is needed: the message says which ``pip install`` fixes it."""
+
+    code = "missing_extra"
+
+
+class BudgetExceededError(LLMError):
+    """A run's budget (calls, tokens or cost) is spent. ``fatal``: the whole run stops."""
+
+    code = "budget_exceeded"
+    fatal = True
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        """Which budget: ``llm_calls``, ``input_tokens``, ``output_tokens`` or ``cost``."""
+
+
+class LLMUnavailableError(RetryableError):
+    """The provider could not answer now: rate limit, server error, timeout, connection."""
+
+    code = "llm_unavailable"
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.status = status
+
+
+class LLMAnswerError(RetryableError):
+    """The model answered, but with nothing, or not with the JSON that was asked for."""
+
+    code = "llm_bad_answer"
+
+    def __init__(self, message: str, *, text: str = "") -> None:
+        super().__init__(message)
+        self.text = text
+        """The answer as received (for traces)."""

@@ -1,0 +1,292 @@
+"""The planner: a goal and a tool catalog in, a validated plan out — or every reason why not.
+
+One attempt is: ask the model (with the plan schema), read the JSON out of its answer
+tolerantly, let :func:`planrail.plan.repair.repair` fix what is mechanical (aliases, missing
+``depends_on`` edges) without a model call, then validate. An invalid plan goes back to the
+model with every issue in a repair prompt, up to ``max_repairs`` times. Every attempt — the
+messages sent, the raw answer, the issues, the automatic fixes — is kept for the trace.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from planrail.clock import SYSTEM_CLOCK
+from planrail.errors import PlanError, RetryableError
+from planrail.llm.base import LLM, LLMResponse, Message, Usage
+from planrail.llm.errors import LLMAnswerError
+from planrail.llm.jsontext import extract_json
+from planrail.plan.loader import PlanLimits
+from planrail.plan.model import Plan
+from planrail.plan.repair import repair
+from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
+from planrail.plan.validate import Issue, ValidationReport
+from planrail.planner import prompt as prompts
+from planrail.planner.retry import LLMRetry, call_with_retry
+from planrail.planner.stream import StepStream
+from planrail.types import Clock
+
+__all__ = ["Attempt", "Planner", "PlanningError", "PlanningResult", "StepCallback"]
+
+AttemptKind = Literal["plan", "repair", "replan"]
+StepCallback = Callable[[dict[str, Any]], "Awaitable[None] | None"]
+"""Told of each step of a streamed plan as soon as it has fully arrived (raw JSON data)."""
+PlannerEvent = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class Attempt:
+    """One request to the model and what became of its answer."""
+
+    kind: AttemptKind
+    messages: list[dict[str, str]]
+    """What was sent."""
+    raw: str = ""
+    """The answer as received."""
+    issues: list[Issue] = field(default_factory=list)
+    """Errors left after the automatic fixes (empty when the plan was valid)."""
+    changes: list[str] = field(default_factory=list)
+    """What was fixed automatically, without a model call."""
+    usage: Usage = field(default_factory=Usage)
+    retries: list[str] = field(default_factory=list)
+    """Transient failures that were retried before this answer came."""
+    streamed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "messages": self.messages,
+            "raw": self.raw,
+            "issues": [i.to_dict() for i in self.issues],
+            "changes": self.changes,
+            "usage": self.usage.to_dict(),
+            "retries": self.retries,
+            "streamed": self.streamed,
+        }
+
+
+@dataclass
+class PlanningResult:
+    """A valid plan and how it was reached."""
+
+    plan: Plan
+    report: ValidationReport
+    attempts: list[Attempt]
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for a in self.attempts:
+            total += a.usage
+        return total
+
+
+class PlanningError(PlanError):
+    """No valid plan within the allowed repairs; ``attempts`` holds every try and its issues."""
+
+    code = "planning_failed"
+
+    def __init__(self, message: str, attempts: list[Attempt]) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.issues = attempts[-1].issues if attempts else []
+
+
+Checker = Callable[[dict[str, Any]], tuple[dict[str, Any], list[str], ValidationReport]]
+
+
+class Planner:
+    """Writes plans with a model. ``max_repairs`` bounds the repair prompts per plan."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        tools: ToolRegistry | Sequence[Tool | ToolSpec],
+        *,
+        max_repairs: int = 3,
+        retry: LLMRetry | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        llm_steps: bool = True,
+        instructions: str = prompts.PLANNER_INSTRUCTIONS,
+        limits: PlanLimits | None = None,
+        on_event: PlannerEvent | None = None,
+    ) -> None:
+        if max_repairs < 0:
+            raise ValueError("max_repairs must be >= 0")
+        self.llm = llm
+        self.registry = ToolRegistry.of(tools)
+        self.max_repairs = max_repairs
+        self.retry = retry or LLMRetry()
+        self.clock = clock
+        self.instructions = instructions
+        self.limits = limits
+        self.schema = prompts.plan_schema(self.registry, llm_steps=llm_steps)
+        self.on_event = on_event
+
+    def _event(self, event: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(event, data)
+
+    async def plan(self, goal: str, *, on_step: StepCallback | None = None) -> PlanningResult:
+        """A valid plan for ``goal``. With ``on_step`` and a streaming model, the first answer
+        is streamed and each step is handed to ``on_step`` the moment it is complete.
+
+        Raises :class:`PlanningError` when every allowed attempt stayed invalid.
+        """
+        messages = prompts.planning_messages(goal, self.registry, instructions=self.instructions)
+
+        def check(data: dict[str, Any]) -> tuple[dict[str, Any], list[str], ValidationReport]:
+            return self._check(goal, data, prefix=())
+
+        return await self._loop(messages, "plan", check, on_step)
+
+    async def replan(
+        self,
+        goal: str,
+        plan: Plan,
+        finished: Mapping[str, Any],
+        failure: str,
+        *,
+        summary_chars: int = 4000,
+    ) -> PlanningResult:
+        """A plan for the remaining work after a failure.
+
+        ``finished`` maps the ids of succeeded steps of ``plan`` to their outputs. The result
+        is the *combined* plan: those steps, unchanged, followed by the new ones (which may
+        reference them); it is validated as a whole.
+        """
+        kept = tuple(plan.step(sid) for sid in finished)
+        messages = prompts.replan_messages(
+            goal,
+            self.registry,
+            finished=prompts.summarize_outputs(
+                finished, plan, self.registry, max_chars=summary_chars
+            ),
+            failure=failure,
+            taken_ids=plan.by_id,
+            instructions=self.instructions,
+        )
+        prefix = tuple(s.model_dump(mode="json", exclude_defaults=True) for s in kept)
+
+        def check(data: dict[str, Any]) -> tuple[dict[str, Any], list[str], ValidationReport]:
+            return self._check(goal, data, prefix=prefix)
+
+        return await self._loop(messages, "replan", check, None)
+
+    # ------------------------------------------------------------------ the loop
+
+    def _check(
+        self, goal: str, data: dict[str, Any], *, prefix: tuple[dict[str, Any], ...]
+    ) -> tuple[dict[str, Any], list[str], ValidationReport]:
+        changes: list[str] = []
+        if data.get("goal") != goal:
+            if data.get("goal"):
+                changes.append("$.goal: set to the goal as the user stated it (the goal anchor)")
+            data = {**data, "goal": goal}
+        if not prefix:
+            result = repair(data, self.registry, limits=self.limits)
+            return result.plan_data or data, changes + result.changes, result.report
+        steps = data.get("steps")
+        new = list(steps) if isinstance(steps, list) else []
+        for i, step in reversed(list(enumerate(new))):
+            if step in prefix:  # a finished step written out again: it will not run again
+                del new[i]
+                changes.append(f"$.steps[{i}]: dropped; it repeats a finished step")
+        result = repair({**data, "steps": [*prefix, *new]}, self.registry, limits=self.limits)
+        shown = dict(result.plan_data or data)
+        if isinstance(shown.get("steps"), list):
+            shown["steps"] = shown["steps"][len(prefix) :]  # the model sees only its own steps
+        return shown, changes + result.changes, result.report
+
+    async def _loop(
+        self,
+        messages: list[Message],
+        kind: AttemptKind,
+        check: Checker,
+        on_step: StepCallback | None,
+    ) -> PlanningResult:
+        attempts: list[Attempt] = []
+        for n in range(self.max_repairs + 1):
+            attempt = Attempt(kind if n == 0 else "repair", [m.to_dict() for m in messages])
+            attempts.append(attempt)
+            self._event("plan_requested", kind=attempt.kind, attempt=n + 1)
+            stream = on_step is not None and n == 0 and self.llm.supports_streaming
+            try:
+                response = await self._ask(messages, attempt, on_step if stream else None)
+            except PlanningError as exc:
+                exc.attempts = attempts
+                raise
+            attempt.raw, attempt.usage = response.text, response.usage
+            self._event("plan_answered", attempt=n + 1, streamed=attempt.streamed)
+            try:
+                data = response.data if response.data is not None else extract_json(response.text)
+            except LLMAnswerError as exc:
+                attempt.issues = [Issue("parse_error", None, "$", exc.message)]
+                data = None
+            repaired: dict[str, Any] | None = None
+            if data is not None:
+                if isinstance(data, list):  # a bare list of steps
+                    data = {"steps": data}
+                if not isinstance(data, dict):
+                    attempt.issues = [
+                        Issue("parse_error", None, "$", "the plan must be a JSON object")
+                    ]
+                else:
+                    repaired, attempt.changes, report = check(data)
+                    if report.valid and report.plan is not None:
+                        self._event("plan_valid", attempt=n + 1, changes=attempt.changes)
+                        return PlanningResult(report.plan, report, attempts)
+                    attempt.issues = list(report.errors)
+            self._event("plan_invalid", attempt=n + 1, issues=[i.to_dict() for i in attempt.issues])
+            messages = [
+                *messages,
+                Message("assistant", response.text),
+                prompts.repair_message(attempt.issues, attempt.changes, repaired),
+            ]
+        count = len(attempts)
+        shown = "; ".join(str(i) for i in attempts[-1].issues[:3])
+        raise PlanningError(
+            f"no valid plan after {count} attempt{'s' if count > 1 else ''}"
+            f" ({self.max_repairs} repair{'s' if self.max_repairs != 1 else ''} allowed): {shown}",
+            attempts,
+        )
+
+    async def _ask(
+        self, messages: list[Message], attempt: Attempt, on_step: StepCallback | None
+    ) -> LLMResponse:
+        def on_retry(n: int, exc: RetryableError, delay: float) -> None:
+            attempt.retries.append(f"attempt {n}: {exc.message} (retrying in {delay:g}s)")
+            self._event("llm_retry", attempt=n, error=exc.message, delay=delay)
+
+        async def once() -> LLMResponse:
+            if on_step is None:
+                return await self.llm.complete(messages, schema=self.schema, schema_name="plan")
+            attempt.streamed = True
+            return await self._stream(messages, on_step)
+
+        try:
+            return await call_with_retry(once, self.retry, self.clock, on_retry)
+        except RetryableError as exc:
+            tries = len(attempt.retries) + 1
+            raise PlanningError(
+                f"the model could not be asked ({tries} attempt{'s' if tries > 1 else ''}):"
+                f" {exc.message}",
+                [attempt],
+            ) from exc
+
+    async def _stream(self, messages: list[Message], on_step: StepCallback) -> LLMResponse:
+        scanner = StepStream()
+        stream = self.llm.stream(messages, schema=self.schema, schema_name="plan")
+        async for delta in stream:
+            for step in scanner.feed(delta):
+                self._event("plan_step_streamed", step=step.get("id"))
+                result = on_step(step)
+                if inspect.isawaitable(result):
+                    await result
+        if stream.response is None:
+            raise LLMAnswerError("the stream ended without an answer")
+        self._event("plan_streamed", steps=scanner.count)
+        return stream.response

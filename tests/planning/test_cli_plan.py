@@ -1,0 +1,134 @@
+"""``planrail plan "GOAL"`` end to end against the local server (real openai SDK)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from planrail.cli.app import app
+from planrail.testing.llm_server import LLMTestServer, Reply
+
+from .plans import GOAL, good_plan
+
+TOOLS = '''
+from pydantic import BaseModel
+import planrail
+
+LOG = {log!r}
+
+
+def _log(name):
+    with open(LOG, "a") as f:
+        f.write(name + "\\n")
+
+
+class SearchResult(BaseModel):
+    titles: list[str]
+    top: str
+
+
+class Account(BaseModel):
+    user_id: str
+    name: str
+
+
+class Sent(BaseModel):
+    message_id: str
+
+
+@planrail.tool(side_effects="none")
+def search(query: str) -> SearchResult:
+    """Search papers."""
+    _log("search")
+    return SearchResult(titles=[query + " 1"], top=query + " 1")
+
+
+@planrail.tool(side_effects="keyed")
+def create_account(name: str, email: str) -> Account:
+    """Create an account."""
+    _log("create_account")
+    return Account(user_id="u_1", name=name)
+
+
+@planrail.tool
+def send_email(user_id: str, subject: str, body: str) -> Sent:
+    """Send an email."""
+    _log("send_email")
+    return Sent(message_id="m_1")
+'''
+
+
+def _tools(tmp_path: Path) -> tuple[Path, Path]:
+    log = tmp_path / "calls.log"
+    module = tmp_path / "cli_tools.py"
+    module.write_text(TOOLS.format(log=str(log)))
+    return module, log
+
+
+def _calls(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+def test_plan_refused_exits_4_and_calls_no_tool(tmp_path: Path, server: LLMTestServer) -> None:
+    """Without --yes and without a terminal to ask on, approval is refused: exit 4, the plan
+    is shown, and no tool was called (streaming off: nothing may start early)."""
+    module, log = _tools(tmp_path)
+    server.add(Reply.json(good_plan()))
+    args = ["plan", GOAL, "--tools", str(module), "--model", "openai:test-model"]
+    args += ["--base-url", server.url, "--no-stream"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 4, result.output
+    assert "approval refused" in result.output
+    assert "acct" in result.output
+    assert "from the user" in result.output
+    assert _calls(log) == []
+
+
+def test_plan_yes_json_runs_the_plan(tmp_path: Path, server: LLMTestServer) -> None:
+    """With --yes --json the plan runs and one JSON object reports run, plan and usage."""
+    module, log = _tools(tmp_path)
+    server.add(Reply.json(good_plan()), "A summary.")
+    args = ["plan", GOAL, "--tools", str(module), "--model", "openai:test-model"]
+    args += ["--base-url", server.url, "--yes", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "succeeded"
+    assert data["output"] == {"message": "m_1"}
+    assert {s["id"] for s in data["steps"]} == {"find", "summary", "acct", "mail"}
+    assert data["usage"]["calls"] == 2
+    assert data["planning"][0]["kind"] == "plan"
+    assert sorted(_calls(log)) == ["create_account", "search", "send_email"]
+    assert server.completions[0].stream  # streamed by default
+
+
+def test_plan_invalid_after_repairs_exits_3(tmp_path: Path, server: LLMTestServer) -> None:
+    """A model that never writes a valid plan: exit 3, nothing executed."""
+    module, log = _tools(tmp_path)
+    bad = {"goal": GOAL, "steps": [{"id": "x", "tool": "nope", "args": {}}]}
+    server.add(*[Reply.json(bad)] * 2)
+    args = ["plan", GOAL, "--tools", str(module), "--model", "test-model", "--yes"]
+    args += ["--base-url", server.url, "--max-repairs", "1", "--no-stream"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 3, result.output
+    assert "unknown_tool" in result.output
+    assert _calls(log) == []
+
+
+def test_plan_budget_exceeded_exits_1(tmp_path: Path, server: LLMTestServer) -> None:
+    """Passing the token budget stops the run with exit 1 and says which budget."""
+    module, _ = _tools(tmp_path)
+    server.add(Reply.json(good_plan()), Reply("A summary.", input_tokens=10_000))
+    args = ["plan", GOAL, "--tools", str(module), "--model", "test-model", "--yes"]
+    args += ["--base-url", server.url, "--max-input-tokens", "5000"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert "input token budget is exceeded" in result.output
+
+
+def test_plan_without_tools_is_a_usage_error() -> None:
+    """--tools is required: exit 2."""
+    result = CliRunner().invoke(app, ["plan", GOAL, "--model", "test-model"])
+    assert result.exit_code == 2

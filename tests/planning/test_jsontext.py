@@ -1,0 +1,77 @@
+"""Reading JSON out of model answers, whole and while it streams."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from planrail.llm.errors import LLMAnswerError
+from planrail.llm.jsontext import extract_json, strip_trailing_commas
+from planrail.planner.stream import StepStream
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('```json\n{"a": [1, 2,],}\n```', {"a": [1, 2]}),
+        ('Sure! Here it is:\n{"a": "}"}\nAnything else?', {"a": "}"}),
+        ("```\n[1, 2]\n```", [1, 2]),
+        ('{"s": "a, ]"}', {"s": "a, ]"}),
+    ],
+    ids=["bare", "fence-trailing-commas", "prose", "plain-fence", "comma-in-string"],
+)
+def test_extract_json_tolerates_what_models_write(text: str, expected: object) -> None:
+    """Fences, prose around the JSON and trailing commas are tolerated."""
+    assert extract_json(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("", "empty"), ("no json here", "no JSON"), ('{"a": 1', "not valid JSON")],
+)
+def test_extract_json_says_why_it_fails(text: str, message: str) -> None:
+    """Unreadable answers raise LLMAnswerError with the reason."""
+    with pytest.raises(LLMAnswerError, match=message):
+        extract_json(text)
+
+
+def test_strip_trailing_commas_leaves_strings_alone() -> None:
+    """Only commas before a closing bracket, outside strings, are removed."""
+    assert strip_trailing_commas('{"a": ",}", "b": [1,],}') == '{"a": ",}", "b": [1]}'
+
+
+def test_step_stream_emits_each_step_when_complete() -> None:
+    """Each step is returned by the feed that completes it; nested objects do not confuse it."""
+    plan = {
+        "goal": "g",
+        "steps": [
+            {"id": "a", "args": {"x": {"y": "}]"}}},
+            {"id": "b", "args": {"list": [{"z": 1}]}, "depends_on": ["a"]},
+        ],
+        "output": {"steps": [{"id": "not-a-step"}]},
+    }
+    text = "```json\n" + json.dumps(plan) + "\n```"
+    cut = text.index('{"id": "b"')
+    scanner = StepStream()
+    assert scanner.feed(text[:cut]) == [plan["steps"][0]]
+    assert scanner.feed(text[cut:]) == [plan["steps"][1]]
+    assert scanner.count == 2
+
+
+@given(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30))
+def test_step_stream_is_independent_of_chunking(cuts: list[int]) -> None:
+    """However the text is split, the same steps come out, in order."""
+    plan = {"steps": [{"id": f"s{i}", "args": {"v": "x{" * i}} for i in range(5)]}
+    text = json.dumps(plan)
+    scanner = StepStream()
+    found: list[object] = []
+    pos = 0
+    for size in cuts:
+        found.extend(scanner.feed(text[pos : pos + size]))
+        pos += size
+    found.extend(scanner.feed(text[pos:]))
+    assert found == plan["steps"]
