@@ -23,6 +23,8 @@ from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan, Step
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec, tool
 from planrail.plan.validate import Issue, ValidationReport, load_plan, validate
+from planrail.policies.limits import ResourceLimit, RunPolicy
+from planrail.policies.retry import RetryPolicy
 from planrail.store import open_store
 from planrail.types import StepStatus
 
@@ -41,7 +43,10 @@ __all__ = [
     "PlanValidationError",
     "PlanrailError",
     "ReferenceResolutionError",
+    "ResourceLimit",
+    "RetryPolicy",
     "RetryableError",
+    "RunPolicy",
     "RunResult",
     "Step",
     "StepContext",

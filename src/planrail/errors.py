@@ -15,10 +15,23 @@
     ├── ExecutionError                 raised around a run (not by tools)
     │   ├── StepFailedError            a step failed for good (``.step_id``, ``.attempt``)
     │   ├── RunCancelledError          the run was cancelled
-    │   └── ApprovalRefusedError       a person (or the approval hook) said no
+    │   ├── ApprovalRefusedError       a person (or the approval hook) said no
+    │   │   └── ApprovalMismatchError  the approval was for another plan hash   (policies.security)
+    │   ├── PolicyDeniedError          a security rule refused a tool call      (policies.security)
+    │   ├── ToolCallLimitError         the run made too many tool calls         (policies.security)
+    │   ├── AttemptTimeoutError, StepTimeoutError, DeadlineExceededError,
+    │   │   LoopExhaustedError         time and loop limits                     (policies.limits)
+    │   └── PlanMismatchError, RunBusyError, LeaseLostError   resume and leases (engine.checkpoint)
+    ├── LLMError                       a model could not be asked, or answered badly   (llm.errors)
+    │   └── BudgetExceededError        a run's LLM budget is spent (stops the whole run)
     ├── StoreError                     the store cannot be opened, read or written
-    │   └── StoreCorruptError          the store's files are damaged: planrail refuses to guess
+    │   ├── StoreCorruptError          the store's files are damaged: planrail refuses to guess
+    │   └── RunExistsError, RunNotFoundError, IdempotencyConflictError     (store.base)
     └── RetryableError                 raised *by tools* for a transient failure (``retry_after``)
+        └── LLMUnavailableError, LLMAnswerError                            (llm.errors)
+
+Errors defined in other modules are drawn here, with the module that defines them, so this is
+the one map of the tree.
 
 Every error carries ``run_id``, ``step_id`` and ``attempt`` when they are known, and
 ``retryable`` says whether the retry policy may try again.
@@ -164,7 +177,9 @@ class RetryableError(PlanrailError):
     code = "retryable"
     retryable = True
 
-    def __init__(self, message: str = "transient failure", *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str = "transient failure", *, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         if retry_after is not None and retry_after < 0:
             raise ValueError("retry_after must be >= 0")

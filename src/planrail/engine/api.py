@@ -14,6 +14,7 @@ from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
 from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
 from planrail.plan.validate import validate
+from planrail.policies.limits import RunPolicy
 from planrail.types import Clock, Observer
 
 __all__ = ["arun", "prepare", "run"]
@@ -32,6 +33,7 @@ def prepare(
     clock: Clock = SYSTEM_CLOCK,
     observers: Iterable[Observer] = (),
     limits: PlanLimits | None = None,
+    policy: RunPolicy | None = None,
 ) -> Execution:
     """Validate ``plan`` against ``tools`` and return an :class:`Execution` ready to run.
 
@@ -48,6 +50,7 @@ def prepare(
         failure_mode=failure_mode,
         clock=clock,
         observers=observers,
+        policy=policy,
     )
 
 

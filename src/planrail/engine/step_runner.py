@@ -3,6 +3,11 @@
 The executor decides *when* a step runs; this module decides *how*. It never touches the
 scheduler and never writes to a store: it returns an :class:`Outcome`.
 
+Around the action sit the step's policies (``docs/policies.md``), outermost first: the ``when``
+guard, the run deadline, the ``for_each`` fan-out (one unit of work per item), the ``repeat``
+loop, the attempt loop of :mod:`planrail.engine.attempts` (retries, timeouts, resource limits),
+and the ``fallback`` once a unit has failed for good.
+
 Each action is performed by an :class:`ActionHandler`: ``tool_call`` by :class:`ToolAction`
 (built in), ``llm_call`` by the LLM layer's handler, ``condition_check`` by the predicate
 evaluator. The executor passes the handlers it has; a step whose action has no handler fails
@@ -12,25 +17,51 @@ with a clear error.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
-from collections.abc import Callable, Mapping
-from concurrent.futures import Executor
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+import random
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-import pydantic
-import pydantic_core
-
+from planrail.clock import SYSTEM_CLOCK
+from planrail.engine.actions import (
+    ActionHandler,
+    ArgumentError,
+    Call,
+    ConditionAction,
+    OutputError,
+    ToolAction,
+)
+from planrail.engine.attempts import (
+    Attempt,
+    AttemptLoop,
+    BeforeAttempt,
+    OnAttempt,
+    Result,
+    Tally,
+    error_info,
+)
+from planrail.engine.outcome import Outcome, failed, fan_in, message, outcome_of
 from planrail.errors import PlanrailError, ReferenceResolutionError
-from planrail.plan.compiled import Filler, compile_value
+from planrail.plan.compiled import Filler
+from planrail.plan.first import compile_args
 from planrail.plan.model import Step
-from planrail.plan.tools import StepContext, Tool, ToolRegistry
-from planrail.types import StepStatus
+from planrail.plan.predicates import Predicate, compile_predicate
+from planrail.plan.refs import copy_json
+from planrail.plan.tools import StepContext, ToolRegistry, ToolSpec
+from planrail.policies.limits import LoopExhaustedError, RunPolicy
+from planrail.policies.resources import ResourceGate
+from planrail.policies.retry import NO_RETRY, Random, RetryPolicy
+from planrail.types import Clock, StepStatus
+
+S = StepStatus
 
 __all__ = [
     "ActionHandler",
     "ArgumentError",
     "Call",
+    "ConditionAction",
     "Outcome",
     "OutputError",
     "StepRunner",
@@ -39,174 +70,373 @@ __all__ = [
 ]
 
 
+class _Overlay(Mapping[str, Any]):
+    """The run's outputs plus the local names ``item`` / ``self``, without copying them."""
+
+    __slots__ = ("base", "local")
+
+    def __init__(self, base: Mapping[str, Any], local: dict[str, Any]) -> None:
+        self.base = base
+        self.local = local
+
+    def __getitem__(self, key: str) -> Any:
+        return self.local[key] if key in self.local else self.base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.local or key in self.base
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.local
+        yield from (k for k in self.base if k not in self.local)
+
+    def __len__(self) -> int:
+        return len(self.local) + sum(1 for k in self.base if k not in self.local)
+
+
 @dataclass(slots=True)
-class Outcome:
-    """What happened to one step."""
-
-    status: StepStatus
-    output: Any = None
-    error: dict[str, Any] | None = None
-    attempts: int = 0
-    reason: str | None = None
-    degraded: bool = False
-    args: Any = None
-    """The resolved arguments the action was performed with (for records and ``show --step``)."""
-    history: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    """LLM token usage (``input_tokens``, ``output_tokens``, ``calls``)."""
-    fatal: bool = False
-    """The whole run must stop (a budget or limit was exceeded), not just this step."""
-
-
-@dataclass(slots=True)
-class Call:
-    """Everything an action handler needs for one attempt of one step."""
-
+class _Job:
     step: Step
-    args: Any
-    """The step's ``args`` with every reference filled (a fresh copy)."""
-    ctx: StepContext
-    goal: str
-    """The plan's goal anchor."""
-    resolve: Callable[[Any], Any]
-    """Fill references in any other field of the step (``prompt``, ``condition``, ...)."""
-    usage: dict[str, int] = field(default_factory=dict)
-    """Handlers add token usage here."""
-
-
-class ActionHandler(Protocol):
-    """Performs one attempt of a step's action and returns its plain-JSON output."""
-
-    async def __call__(self, call: Call) -> Any: ...
-
-
-def error_info(exc: BaseException, *, retryable: bool | None = None) -> dict[str, Any]:
-    """The ``{type, message, retryable}`` object for an exception."""
-    if retryable is None:
-        retryable = bool(getattr(exc, "retryable", False))
-    message = exc.message if isinstance(exc, PlanrailError) else str(exc)
-    return {
-        "type": type(exc).__name__,
-        "message": message or type(exc).__name__,
-        "retryable": retryable,
-    }
-
-
-class ArgumentError(PlanrailError):
-    """The resolved arguments do not fit the tool's input schema."""
-
-    code = "invalid_arguments"
-
-
-class OutputError(PlanrailError):
-    """The tool returned something that does not fit its declared output type."""
-
-    code = "invalid_output"
-
-
-class ToolAction:
-    """``tool_call``: validate the arguments against the tool's input schema and call it.
-
-    Sync tools run in ``pool`` (a thread each); async tools run on the event loop.
-    """
-
-    def __init__(self, registry: ToolRegistry, pool: Executor | None) -> None:
-        self.registry = registry
-        self.pool = pool
-
-    async def __call__(self, call: Call) -> Any:
-        return await self.call_tool(
-            self.registry.executable(call.step.tool or ""), call.args, call.ctx
-        )
-
-    async def call_tool(self, tool: Tool, args: Any, ctx: StepContext) -> Any:
-        """Validate ``args``, call ``tool``, return its output as plain JSON data."""
-        try:
-            kwargs = tool.validate_args(args)
-        except pydantic.ValidationError as exc:
-            raise ArgumentError(
-                f"arguments for tool '{tool.name}' do not fit its input schema: {_brief(exc)}"
-            ) from exc
-        if tool.context_param is not None:
-            kwargs[tool.context_param] = ctx
-        if tool.is_async:
-            value = await tool.fn(**kwargs)
-        else:
-            loop = asyncio.get_running_loop()
-            value = await loop.run_in_executor(self.pool, functools.partial(tool.fn, **kwargs))
-        try:
-            return tool.dump_output(value)
-        except (pydantic.ValidationError, pydantic_core.PydanticSerializationError) as exc:
-            raise OutputError(
-                f"tool '{tool.name}' returned a value that does not fit its return type: "
-                f"{_brief(exc)}"
-            ) from exc
+    handler: ActionHandler
+    outputs: Mapping[str, Any]
+    base: StepContext
+    priority: float
 
 
 class StepRunner:
-    """Runs steps: fills arguments from real outputs, then hands the work to the action."""
+    """Runs steps: ``when`` guards, ``for_each`` fan-out, ``repeat`` loops, retries, timeouts,
+    resource limits and fallbacks around the step's action (see ``docs/policies.md``).
+
+    One runner serves a whole run: ``policy`` holds the run's limits, ``clock`` is all time.
+    """
 
     def __init__(
         self,
         handlers: Mapping[str, ActionHandler],
         goal: str = "",
-        before_attempt: Callable[[Step, int | None, int, Any], None] | None = None,
+        before_attempt: BeforeAttempt | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        policy: RunPolicy | None = None,
+        tools: ToolRegistry | None = None,
+        priorities: Mapping[str, float] | None = None,
+        rng: Random | None = None,
+        gate: ResourceGate | None = None,
+        on_attempt: OnAttempt | None = None,
     ) -> None:
         self.handlers = dict(handlers)
+        self.handlers.setdefault("condition_check", ConditionAction())
         self.goal = goal
         self.before_attempt = before_attempt
-        """Called right before each attempt with (step, item index, attempt, resolved args)."""
-        self._fillers: dict[str, Filler] = {}
+        """Called right before each attempt with (step, item index, attempt, resolved args);
+        may return an awaitable. If it raises, the action is not performed."""
+        self.policy = policy or RunPolicy()
+        self.clock = clock
+        registry = getattr(self.handlers.get("tool_call"), "registry", None)
+        self.tools: ToolRegistry | None = tools if tools is not None else registry
+        self.priorities: Mapping[str, float] = priorities if priorities is not None else {}
+        """Each step's priority when it waits for a resource (the remaining critical path)."""
+        self.gate = gate or ResourceGate(self.policy.resources, clock)
+        deadline = self.policy.deadline
+        self.loop = AttemptLoop(
+            clock,
+            self.gate,
+            rng or random.Random(self.policy.seed),
+            deadline=None if deadline is None else clock.monotonic() + deadline,
+            before_attempt=before_attempt,
+            on_attempt=on_attempt,
+        )
+        self._fillers: dict[tuple[str, str], Filler] = {}
+        self._predicates: dict[tuple[str, str], Predicate] = {}
+        self._fallback_steps: dict[str, Step] = {}
 
     def resolve_args(self, step: Step, outputs: Mapping[str, Any]) -> Any:
         """The step's arguments with every reference filled from ``outputs`` (a fresh copy)."""
-        filler = self._fillers.get(step.id)
-        if filler is None:
-            filler = self._fillers[step.id] = compile_value(step.args)
-        return filler(outputs)
+        return self._fill(step, "args", step.args)(outputs)
 
     async def run(
-        self, step: Step, outputs: Mapping[str, Any], context: Callable[[int], StepContext]
+        self,
+        step: Step,
+        outputs: Mapping[str, Any],
+        context: Callable[[int], StepContext],
+        *,
+        priority: float | None = None,
     ) -> Outcome:
-        """Run ``step`` once with its arguments resolved from ``outputs``."""
+        """Run ``step`` under its policies, with references resolved from ``outputs``.
+
+        A false ``when`` guard gives ``skipped`` with reason ``condition false``; a run deadline
+        that has passed gives a ``fatal`` failure (the executor stops the run).
+        """
         handler = self.handlers.get(step.action)
         if handler is None:
+            hint = " (pass an llm= client)" if step.action == "llm_call" else ""
             return Outcome(
-                StepStatus.FAILED,
+                S.FAILED,
                 error={
                     "type": "ConfigurationError",
                     "retryable": False,
-                    "message": f"no handler for action '{step.action}' in this run"
-                    + (" (pass an llm= client)" if step.action == "llm_call" else ""),
+                    "message": f"no handler for action '{step.action}' in this run{hint}",
                 },
             )
+        if step.when is not None:
+            try:
+                if not self._predicate(step, "when", step.when).evaluate(outputs):
+                    return Outcome(S.SKIPPED, reason="condition false")
+            except (PlanrailError, ValueError) as exc:
+                return failed(exc, f"its 'when' guard could not be evaluated: {message(exc)}")
+        deadline = self.loop.deadline
+        if deadline is not None and self.clock.monotonic() >= deadline:
+            late = self.loop.deadline_error(step.id)
+            return Outcome(S.FAILED, error=error_info(late), reason=late.message, fatal=True)
+        prio = self.priorities.get(step.id, 0.0) if priority is None else priority
+        job = _Job(step, handler, outputs, context(1), prio)
+        if step.for_each is not None:
+            return await self._fan_out(job)
+        tally = Tally()
+        return outcome_of(await self._unit(job, None, tally), tally)
+
+    # ------------------------------------------------------------------ one unit of work
+
+    async def _unit(self, job: _Job, item: tuple[int, Any] | None, tally: Tally) -> Result:
+        """The step once (or one item of it): loop or retries, then its fallback if it failed."""
+        step = job.step
+        outputs = job.outputs if item is None else _Overlay(job.outputs, {"item": item[1]})
+        index = None if item is None else item[0]
         try:
-            args = self.resolve_args(step, outputs)
-        except ReferenceResolutionError as exc:
-            return Outcome(StepStatus.FAILED, error=error_info(exc), reason=exc.message)
-        call = Call(step, args, context(1), self.goal, functools.partial(_resolve, outputs))
-        try:
-            if self.before_attempt is not None:
-                self.before_attempt(step, None, 1, args)
-            output = await handler(call)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            return Outcome(
-                StepStatus.FAILED, error=error_info(exc), attempts=1, args=args, usage=call.usage
+            args = self._fill(step, "args", step.args)(outputs)
+        except (ReferenceResolutionError, ValueError) as exc:
+            res = Result(False, exc=exc)
+        else:
+            if step.repeat is not None:
+                res = await self._repeat(job, outputs, args, index, tally)
+            else:
+                res = await self.loop.run(
+                    self._attempt(job, step, outputs, args, index, tally), tally
+                )
+        if not res.ok and not res.fatal and step.fallback is not None:
+            res = await self._fallback(job, outputs, index, tally, res)
+        return res
+
+    def _attempt(
+        self,
+        job: _Job,
+        step: Step,
+        outputs: Mapping[str, Any],
+        args: Any,
+        index: int | None,
+        tally: Tally,
+        history: tuple[Mapping[str, Any], ...] = (),
+        **extra: Any,
+    ) -> Attempt:
+        base = job.base
+        key = base.idempotency_key if index is None else f"{base.idempotency_key}:{index}"
+        primary = step is job.step
+        handler = job.handler if primary else self.handlers["tool_call"]
+        resolve = functools.partial(_resolve, outputs)
+
+        async def perform(n: int) -> Any:
+            ctx = dataclasses.replace(
+                base, attempt=n, idempotency_key=key, item=index, history=history
             )
-        return Outcome(StepStatus.SUCCEEDED, output=output, attempts=1, args=args, usage=call.usage)
+            call = Call(step, copy_json(args), ctx, self.goal, resolve, outputs=outputs)
+            try:
+                return await handler(call)
+            finally:
+                tally.add_usage(call.usage)
+
+        spec = self.tools.spec(step.tool) if self.tools is not None and step.tool else None
+        resource = step.resource or (spec.resource if spec is not None else None)
+        if resource is None and primary:
+            named = getattr(handler, "resource", None)
+            resource = named if isinstance(named, str) else None
+        timeout = step.timeout
+        if timeout is None and spec is not None:
+            timeout = spec.timeout
+        return Attempt(
+            step=step,
+            perform=perform,
+            args=args,
+            policy=self._retry(step, spec),
+            timeout=timeout,
+            total_timeout=step.total_timeout,
+            resource=resource,
+            priority=job.priority,
+            item=index,
+            extra=extra,
+        )
+
+    def _retry(self, step: Step, spec: ToolSpec | None) -> RetryPolicy:
+        if step.retry is not None:
+            return RetryPolicy.from_spec(step.retry)
+        if spec is not None and spec.retry is not None:
+            return RetryPolicy.from_spec(spec.retry)
+        return self.policy.default_retry or NO_RETRY
+
+    async def _repeat(
+        self, job: _Job, outputs: Mapping[str, Any], args: Any, index: int | None, tally: Tally
+    ) -> Result:
+        """Run the step until ``repeat.until`` holds on its output, at most the iterations."""
+        step = job.step
+        assert step.repeat is not None
+        cap = min(step.repeat.max_iterations, self.policy.max_iterations)
+        try:
+            until = self._predicate(step, "repeat.until", step.repeat.until)
+        except (PlanrailError, ValueError) as exc:
+            return Result(False, exc=exc, args=args)
+        history: list[dict[str, Any]] = []
+        last: Result | None = None
+        for iteration in range(1, cap + 1):
+            attempt = self._attempt(
+                job, step, outputs, args, index, tally, tuple(history), iteration=iteration
+            )
+            res = await self.loop.run(attempt, tally)
+            if res.fatal:
+                return res
+            history.append(
+                {
+                    "iteration": iteration,
+                    "args": copy_json(args),
+                    "output": copy_json(res.output) if res.ok else None,
+                    "error": None if res.exc is None else error_info(res.exc),
+                }
+            )
+            if res.ok:
+                try:
+                    if until.evaluate(_Overlay(outputs, {"self": res.output})):
+                        return res
+                except PlanrailError as exc:
+                    return Result(False, exc=exc, args=args)
+            last = res
+        capped = " (capped by the run's max_iterations)" if cap < step.repeat.max_iterations else ""
+        why = f"; the last iteration failed: {message(last.exc)}" if last and last.exc else ""
+        return Result(
+            False,
+            exc=LoopExhaustedError(
+                f"step '{step.id}' stopped after {cap} iterations{capped} without its 'until'"
+                f" condition holding{why}",
+                step_id=step.id,
+            ),
+            args=args,
+        )
+
+    async def _fallback(
+        self, job: _Job, outputs: Mapping[str, Any], index: int | None, tally: Tally, failed: Result
+    ) -> Result:
+        """The step failed for good: use its fallback value or call its fallback tool."""
+        step = job.step
+        fb = step.fallback
+        assert fb is not None
+        why = message(failed.exc) if failed.exc is not None else "it failed"
+        try:
+            if "value" in fb.model_fields_set:
+                value = self._fill(step, "fallback.value", fb.value)(outputs)
+                return Result(
+                    True,
+                    value,
+                    degraded=True,
+                    args=failed.args,
+                    reason=f"used its fallback value after: {why}",
+                )
+            args = self._fill(step, "fallback.args", fb.args)(outputs)
+        except (ReferenceResolutionError, ValueError) as exc:
+            return Result(
+                False,
+                exc=exc,
+                args=failed.args,
+                reason=f"it failed ({why}) and its fallback could not be resolved",
+            )
+        if "tool_call" not in self.handlers:
+            return failed
+        fb_step = self._fallback_step(step)
+        res = await self.loop.run(
+            self._attempt(job, fb_step, outputs, args, index, tally, fallback=fb.tool), tally
+        )
+        if res.ok:
+            res.degraded = True
+            res.reason = f"used its fallback tool '{fb.tool}' after: {why}"
+        else:
+            res.reason = f"it failed ({why}) and so did its fallback tool '{fb.tool}'"
+        return res
+
+    def _fallback_step(self, step: Step) -> Step:
+        fb_step = self._fallback_steps.get(step.id)
+        if fb_step is None:
+            assert step.fallback is not None
+            fb_step = self._fallback_steps[step.id] = step.model_copy(
+                update={
+                    "action": "tool_call",
+                    "tool": step.fallback.tool,
+                    "args": step.fallback.args,
+                    "retry": None,
+                    "timeout": None,
+                    "total_timeout": None,
+                    "resource": None,
+                    "fallback": None,
+                    "repeat": None,
+                    "for_each": None,
+                }
+            )
+        return fb_step
+
+    def _fill(self, step: Step, name: str, value: Any) -> Filler:
+        """``value`` (a field of ``step``) compiled once per run, ``$first`` included."""
+        key = (step.id, name)
+        filler = self._fillers.get(key)
+        if filler is None:
+            filler = self._fillers[key] = compile_args(value)
+        return filler
+
+    def _predicate(self, step: Step, name: str, value: Any) -> Predicate:
+        key = (step.id, name)
+        pred = self._predicates.get(key)
+        if pred is None:
+            pred = self._predicates[key] = compile_predicate(value)
+        return pred
+
+    # ------------------------------------------------------------------ fan-out
+
+    async def _fan_out(self, job: _Job) -> Outcome:
+        """Run the unit once per item of the ``for_each`` list; the output keeps input order."""
+        step = job.step
+        try:
+            items = self._fill(step, "for_each", step.for_each)(job.outputs)
+        except (ReferenceResolutionError, ValueError) as exc:
+            return failed(exc, f"its for_each list could not be resolved: {message(exc)}")
+        if type(items) is not list:
+            kind = "null" if items is None else type(items).__name__
+            bad = PlanrailError(
+                f"for_each needs a list, but {step.for_each} is a {kind}", step_id=step.id
+            )
+            return failed(bad, bad.message)
+        if len(items) > self.policy.max_items:
+            bad = PlanrailError(
+                f"for_each over {len(items):,} items; the run's limit is"
+                f" {self.policy.max_items:,} (RunPolicy.max_items)",
+                step_id=step.id,
+            )
+            return failed(bad, bad.message)
+        results: list[Result | None] = [None] * len(items)
+        tallies = [Tally() for _ in items]
+        order = iter(range(len(items)))
+
+        async def worker() -> None:
+            for i in order:
+                res = results[i] = await self._unit(job, (i, items[i]), tallies[i])
+                if not res.ok:
+                    raise _ItemFailed
+
+        width = min(step.max_parallel or self.policy.default_max_parallel, len(items))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(width):
+                    group.create_task(worker())
+        except* _ItemFailed:
+            pass
+        return fan_in(results, tallies)
+
+
+class _ItemFailed(Exception):
+    """Internal: an item of a fan-out failed for good; the others are cancelled."""
 
 
 def _resolve(outputs: Mapping[str, Any], value: Any) -> Any:
-    return compile_value(value)(outputs)
-
-
-def _brief(exc: Exception) -> str:
-    if isinstance(exc, pydantic.ValidationError):
-        parts = []
-        for err in exc.errors(include_url=False)[:5]:
-            loc = ".".join(str(p) for p in err["loc"]) or "(input)"
-            parts.append(f"{loc}: {err['msg']}")
-        return "; ".join(parts)
-    return str(exc)
+    return compile_args(value)(outputs)

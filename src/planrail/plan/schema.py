@@ -152,7 +152,7 @@ def child_schema(schema: Any, root: Schema | None, seg: str | int) -> tuple[str,
         if key in props:
             return "ok", props[key]
         extra = schema.get("additionalProperties", None)
-        if extra is True or isinstance(extra, dict) and extra:
+        if extra is True or (isinstance(extra, dict) and extra):
             return ("ok", extra) if isinstance(extra, dict) else ("unknown", None)
         declared = ", ".join(sorted(props)) or "none"
         return "missing", f"declared fields: {declared}"
@@ -164,14 +164,14 @@ def child_schema(schema: Any, root: Schema | None, seg: str | int) -> tuple[str,
     return "unknown", None
 
 
-RefTypes = Callable[[str], "frozenset[str] | None | bool"]
+RefTypes = Callable[[str], "frozenset[str] | bool | None"]
 
 
 def check_literal(
     value: Any,
     schema: Any,
     root: Schema | None,
-    string_types: Callable[[str], frozenset[str] | None | bool],
+    string_types: Callable[[str], frozenset[str] | bool | None],
     path: tuple[str | int, ...] = (),
 ) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """Yield ``(path, problem)`` for each place where ``value`` cannot match ``schema``.
@@ -179,6 +179,10 @@ def check_literal(
     ``string_types(s)`` handles strings: ``True`` for a plain literal string, or the types a
     string holding references will produce (``None`` for unknown).
     """
+    if type(value) is dict and len(value) == 1 and type(value.get("$first")) is list:
+        for candidate in value["$first"]:  # a first-available value: each candidate must fit
+            yield from check_literal(candidate, schema, root, string_types, path)
+        return
     schema = deref(schema, root)
     accepted = schema_types(schema, root)
     if isinstance(value, str):
@@ -189,10 +193,13 @@ def check_literal(
                 yield path, _mismatch(produced, accepted, "the referenced output")
             return
     actual = json_type(value)
-    if accepted is not None and not types_compatible(frozenset({actual}), accepted):
-        if not (actual == "integer" and "number" in accepted):
-            yield path, _mismatch(frozenset({actual}), accepted, "the value")
-            return
+    if (
+        accepted is not None
+        and not types_compatible(frozenset({actual}), accepted)
+        and not (actual == "integer" and "number" in accepted)
+    ):
+        yield path, _mismatch(frozenset({actual}), accepted, "the value")
+        return
     alts = _alternatives(schema, root)
     if alts is not None:
         matching = [a for a in alts if types_compatible(frozenset({actual}), schema_types(a, root))]
@@ -200,11 +207,13 @@ def check_literal(
             yield from check_literal(value, matching[0], root, string_types, path)
         return
     enum = schema.get("enum")
-    if isinstance(enum, list) and not isinstance(value, str | dict | list) and value not in enum:
+    if (  # a literal outside the enum (a string only when it holds no reference)
+        isinstance(enum, list)
+        and not isinstance(value, dict | list)
+        and (not isinstance(value, str) or string_types(value) is True)
+        and value not in enum
+    ):
         yield path, f"{value!r} is not one of {enum!r}"
-    elif isinstance(enum, list) and isinstance(value, str) and string_types(value) is True:
-        if value not in enum:
-            yield path, f"{value!r} is not one of {enum!r}"
     if isinstance(value, dict):
         props = schema.get("properties")
         if isinstance(props, dict):

@@ -7,8 +7,9 @@ linear in the size of the plan.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,19 +23,37 @@ from planrail.plan.loader import PlanLimits, load_document, normalize, read_plan
 from planrail.plan.model import ACTIONS, Plan, Step
 from planrail.plan.refs import Reference, Template, parse_reference, parse_template
 from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
+from planrail.plan.validate_policies import policies_pass
 
 __all__ = ["CODES", "Issue", "ValidationReport", "load_plan", "validate"]
 
 CODES = (
-    "parse_error", "schema_error", "invalid_id", "duplicate_id", "unknown_dependency",
-    "self_dependency", "cycle", "invalid_reference", "unknown_step_reference",
-    "undeclared_dependency", "unknown_tool", "invalid_action", "missing_argument",
-    "unknown_argument", "unknown_output_field", "type_mismatch", "limit_exceeded",
+    "parse_error",
+    "schema_error",
+    "invalid_id",
+    "duplicate_id",
+    "unknown_dependency",
+    "self_dependency",
+    "cycle",
+    "invalid_reference",
+    "unknown_step_reference",
+    "undeclared_dependency",
+    "unknown_tool",
+    "invalid_action",
+    "missing_argument",
+    "unknown_argument",
+    "unknown_output_field",
+    "type_mismatch",
+    "limit_exceeded",
     "invalid_policy",
+    "invalid_predicate",
 )
 """Stable error codes. More may be added; none is ever renamed."""
 
 _ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+_SUGGESTION_BUDGET = 20_000
+"""Most names compared for "did you mean" hints in one validation (difflib is not linear)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +117,7 @@ class _Ctx:
     templates: dict[str, Template] = field(default_factory=dict)
     """Parsed strings, so each is parsed once."""
     output_refs: list[tuple[str, Reference]] = field(default_factory=list)
+    suggestion_budget: int = _SUGGESTION_BUDGET
 
     def error(self, code: str, step: str | None, path: str, message: str) -> None:
         self.errors.append(Issue(code, step, path, message))
@@ -161,8 +181,9 @@ def _load(ctx: _Ctx, source: PlanSource) -> None:
         if isinstance(source, Plan):
             data: Any = source.to_json_data()
         elif isinstance(source, Path):
-            data = load_document(read_plan_file(source, ctx.limits), ctx.limits,
-                                 fmt=_fmt(source.suffix))
+            data = load_document(
+                read_plan_file(source, ctx.limits), ctx.limits, fmt=_fmt(source.suffix)
+            )
         elif isinstance(source, str | bytes):
             data = load_document(source, ctx.limits)
         else:
@@ -178,9 +199,12 @@ def _load(ctx: _Ctx, source: PlanSource) -> None:
         ctx.error("schema_error", None, "$.steps", "a plan needs 'steps': a list of steps")
         return
     if len(steps) > ctx.limits.max_steps:
-        ctx.error("limit_exceeded", None, "$.steps",
-                  f"{len(steps):,} steps; the limit is {ctx.limits.max_steps:,}"
-                  " (PlanLimits.max_steps)")
+        ctx.error(
+            "limit_exceeded",
+            None,
+            "$.steps",
+            f"{len(steps):,} steps; the limit is {ctx.limits.max_steps:,} (PlanLimits.max_steps)",
+        )
         return
     ctx.raw = data
 
@@ -208,8 +232,12 @@ def _shape(ctx: _Ctx) -> None:
     allowed = {"goal", "steps", "output", "metadata"}
     for key in ctx.raw:
         if key not in allowed:
-            ctx.error("schema_error", None, f"$.{key}",
-                      f"unknown plan field '{key}' (allowed: {', '.join(sorted(allowed))})")
+            ctx.error(
+                "schema_error",
+                None,
+                f"$.{key}",
+                f"unknown plan field '{key}' (allowed: {', '.join(sorted(allowed))})",
+            )
     if "goal" in ctx.raw and not isinstance(ctx.raw["goal"], str):
         ctx.error("schema_error", None, "$.goal", "'goal' must be a string")
     if not isinstance(ctx.raw.get("metadata", {}), dict):
@@ -222,19 +250,31 @@ def _shape(ctx: _Ctx) -> None:
         sid = raw.get("id")
         if not isinstance(sid, str) or not _ID_RE.match(sid):
             shown = repr(sid)[:80]
-            ctx.error("invalid_id", sid if isinstance(sid, str) else None, f"{at}.id",
-                      f"step id {shown} must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$"
-                      " (a letter or _, then letters, digits or _)")
+            ctx.error(
+                "invalid_id",
+                sid if isinstance(sid, str) else None,
+                f"{at}.id",
+                f"step id {shown} must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$"
+                " (a letter or _, then letters, digits or _)",
+            )
             continue
         if sid in ctx.known:
-            ctx.error("duplicate_id", sid, f"{at}.id",
-                      f"step id '{sid}' is already used by steps[{ctx.known[sid]}]; ids are unique")
+            ctx.error(
+                "duplicate_id",
+                sid,
+                f"{at}.id",
+                f"step id '{sid}' is already used by steps[{ctx.known[sid]}]; ids are unique",
+            )
             continue
         ctx.known[sid] = i
         action = raw.get("action", "tool_call")
         if action not in ACTIONS:
-            ctx.error("invalid_action", sid, f"{at}.action",
-                      f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
+            ctx.error(
+                "invalid_action",
+                sid,
+                f"{at}.action",
+                f"unknown action {action!r}; use one of {', '.join(ACTIONS)}",
+            )
             ctx.broken.add(sid)
             continue
         try:
@@ -243,22 +283,37 @@ def _shape(ctx: _Ctx) -> None:
             ctx.broken.add(sid)
             for err in exc.errors(include_url=False):
                 loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-                code = "invalid_policy" if err["loc"] and err["loc"][0] in _POLICY_FIELDS else (
-                    "schema_error")
+                code = (
+                    "invalid_policy"
+                    if err["loc"] and err["loc"][0] in _POLICY_FIELDS
+                    else ("schema_error")
+                )
                 ctx.error(code, sid, f"{at}{loc}", _pydantic_message(err))
             continue
         if len(step.depends_on) > ctx.limits.max_dependencies:
-            ctx.error("limit_exceeded", sid, f"{at}.depends_on",
-                      f"{len(step.depends_on):,} dependencies; the limit is"
-                      f" {ctx.limits.max_dependencies:,}")
+            ctx.error(
+                "limit_exceeded",
+                sid,
+                f"{at}.depends_on",
+                f"{len(step.depends_on):,} dependencies; the limit is"
+                f" {ctx.limits.max_dependencies:,}",
+            )
             ctx.broken.add(sid)
             continue
         _action_fields(ctx, step, at)
         ctx.steps.append(step)
 
 
-_POLICY_FIELDS = {"retry", "timeout", "total_timeout", "fallback", "repeat", "max_parallel",
-                  "join", "estimated_duration"}
+_POLICY_FIELDS = {
+    "retry",
+    "timeout",
+    "total_timeout",
+    "fallback",
+    "repeat",
+    "max_parallel",
+    "join",
+    "estimated_duration",
+}
 
 
 def _pydantic_message(err: Any) -> str:
@@ -274,12 +329,19 @@ def _action_fields(ctx: _Ctx, step: Step, at: str) -> None:
         if not step.prompt:
             ctx.error("schema_error", step.id, f"{at}.prompt", "an llm_call step needs 'prompt'")
         if step.tool:
-            ctx.error("schema_error", step.id, f"{at}.tool",
-                      "an llm_call step has no 'tool' (did you mean action tool_call?)")
-    elif step.action == "condition_check":
-        if step.condition is None:
-            ctx.error("schema_error", step.id, f"{at}.condition",
-                      "a condition_check step needs 'condition'")
+            ctx.error(
+                "schema_error",
+                step.id,
+                f"{at}.tool",
+                "an llm_call step has no 'tool' (did you mean action tool_call?)",
+            )
+    elif step.action == "condition_check" and step.condition is None:
+        ctx.error(
+            "schema_error",
+            step.id,
+            f"{at}.condition",
+            "a condition_check step needs 'condition'",
+        )
 
 
 def _dependencies(ctx: _Ctx) -> None:
@@ -289,15 +351,27 @@ def _dependencies(ctx: _Ctx) -> None:
         seen: set[str] = set()
         for j, dep in enumerate(step.depends_on):
             if dep == step.id:
-                ctx.error("self_dependency", step.id, f"{at}.depends_on[{j}]",
-                          f"step '{step.id}' depends on itself; remove it from depends_on")
+                ctx.error(
+                    "self_dependency",
+                    step.id,
+                    f"{at}.depends_on[{j}]",
+                    f"step '{step.id}' depends on itself; remove it from depends_on",
+                )
             elif dep not in ctx.known:
-                ctx.error("unknown_dependency", step.id, f"{at}.depends_on[{j}]",
-                          f"depends on '{dep}', which is not a step of this plan"
-                          f"{_did_you_mean(dep, ctx.known)}")
+                ctx.error(
+                    "unknown_dependency",
+                    step.id,
+                    f"{at}.depends_on[{j}]",
+                    f"depends on '{dep}', which is not a step of this plan"
+                    f"{_did_you_mean(ctx, dep, ctx.known)}",
+                )
             elif dep in seen:
-                ctx.warn("duplicate_dependency", step.id, f"{at}.depends_on[{j}]",
-                         f"'{dep}' is listed twice")
+                ctx.warn(
+                    "duplicate_dependency",
+                    step.id,
+                    f"{at}.depends_on[{j}]",
+                    f"'{dep}' is listed twice",
+                )
             seen.add(dep)
 
 
@@ -320,6 +394,8 @@ def _step_strings(step: Step) -> Iterable[tuple[str, Any]]:
         yield "fallback.args", step.fallback.args
         if "value" in step.fallback.model_fields_set:
             yield "fallback.value", step.fallback.value
+    if step.repeat is not None:
+        yield "repeat.until", step.repeat.until
 
 
 def _walk_strings(value: Any, path: str) -> Iterable[tuple[str, str]]:
@@ -356,22 +432,38 @@ def _references(ctx: _Ctx) -> None:
                     local = _LOCAL_NAMES.get(ref.step)
                     if local is not None and ref.step not in ctx.known:
                         if not _local_allowed(step, local, field_path):
-                            ctx.error("invalid_reference", step.id, path,
-                                      f"{ref} is only defined inside a step with '{local}'")
+                            ctx.error(
+                                "invalid_reference",
+                                step.id,
+                                path,
+                                f"{ref} is only defined inside a step with '{local}'",
+                            )
                         continue
                     if ref.step == step.id:
-                        ctx.error("self_dependency", step.id, path,
-                                  f"{ref} references this step's own output, which does not"
-                                  " exist yet; reference an earlier step")
+                        ctx.error(
+                            "self_dependency",
+                            step.id,
+                            path,
+                            f"{ref} references this step's own output, which does not"
+                            " exist yet; reference an earlier step",
+                        )
                     elif ref.step not in ctx.known:
-                        ctx.error("unknown_step_reference", step.id, path,
-                                  f"{ref} references '{ref.step}', which is not a step of this"
-                                  f" plan{_did_you_mean(ref.step, ctx.known)}")
+                        ctx.error(
+                            "unknown_step_reference",
+                            step.id,
+                            path,
+                            f"{ref} references '{ref.step}', which is not a step of this"
+                            f" plan{_did_you_mean(ctx, ref.step, ctx.known)}",
+                        )
                     else:
                         if ref.step not in declared:
-                            ctx.error("undeclared_dependency", step.id, path,
-                                      f"{ref} uses the output of '{ref.step}' but '{ref.step}'"
-                                      f" is not in depends_on; add it to depends_on")
+                            ctx.error(
+                                "undeclared_dependency",
+                                step.id,
+                                path,
+                                f"{ref} uses the output of '{ref.step}' but '{ref.step}'"
+                                f" is not in depends_on; add it to depends_on",
+                            )
                             declared.add(ref.step)  # report each missing edge once
                         found.append((path, ref))
         ctx.refs[step.id] = found
@@ -385,9 +477,13 @@ def _references(ctx: _Ctx) -> None:
                 continue
             for ref in t.references:
                 if ref.step not in ctx.known:
-                    ctx.error("unknown_step_reference", None, path,
-                              f"{ref} references '{ref.step}', which is not a step of this plan"
-                              f"{_did_you_mean(ref.step, ctx.known)}")
+                    ctx.error(
+                        "unknown_step_reference",
+                        None,
+                        path,
+                        f"{ref} references '{ref.step}', which is not a step of this plan"
+                        f"{_did_you_mean(ctx, ref.step, ctx.known)}",
+                    )
                 else:
                     ctx.output_refs.append((path, ref))
 
@@ -408,9 +504,13 @@ def _cycles(ctx: _Ctx) -> None:
     for members in cycles(deps):
         loop = " -> ".join([*members, members[0]])
         first = members[0]
-        ctx.error("cycle", first, f"$.steps[{ctx.known[first]}].depends_on",
-                  f"steps {', '.join(members)} form a cycle ({loop} by depends_on/references);"
-                  " remove one of these dependencies")
+        ctx.error(
+            "cycle",
+            first,
+            f"$.steps[{ctx.known[first]}].depends_on",
+            f"steps {', '.join(members)} form a cycle ({loop} by depends_on/references);"
+            " remove one of these dependencies",
+        )
 
 
 def _tools(ctx: _Ctx) -> None:
@@ -419,12 +519,20 @@ def _tools(ctx: _Ctx) -> None:
     for step in ctx.steps:
         at = _at(ctx, step)
         if step.action == "tool_call" and step.tool and step.tool not in ctx.registry:
-            ctx.error("unknown_tool", step.id, f"{at}.tool",
-                      f"no tool named '{step.tool}'{_did_you_mean(step.tool, names)}")
+            ctx.error(
+                "unknown_tool",
+                step.id,
+                f"{at}.tool",
+                f"no tool named '{step.tool}'{_did_you_mean(ctx, step.tool, names)}",
+            )
         if step.fallback and step.fallback.tool and step.fallback.tool not in ctx.registry:
-            ctx.error("unknown_tool", step.id, f"{at}.fallback.tool",
-                      f"no tool named '{step.fallback.tool}'"
-                      f"{_did_you_mean(step.fallback.tool, names)}")
+            ctx.error(
+                "unknown_tool",
+                step.id,
+                f"{at}.fallback.tool",
+                f"no tool named '{step.fallback.tool}'"
+                f"{_did_you_mean(ctx, step.fallback.tool, names)}",
+            )
 
 
 def output_schema_of(step: Step, registry: ToolRegistry) -> Any:
@@ -453,7 +561,9 @@ def _output_fields(ctx: _Ctx) -> None:
     """unknown_output_field: every reference path exists in the producer's output schema."""
     by_id = {s.id: s for s in ctx.steps}
     unchecked_warned: set[str] = set()
-    all_refs = [(sid, p, r) for sid, refs in ctx.refs.items() for p, r in refs]
+    all_refs: list[tuple[str | None, str, Reference]] = [
+        (sid, p, r) for sid, refs in ctx.refs.items() for p, r in refs
+    ]
     all_refs.extend((None, p, r) for p, r in ctx.output_refs)
     for sid, path, ref in all_refs:
         producer = by_id.get(ref.step)
@@ -463,9 +573,13 @@ def _output_fields(ctx: _Ctx) -> None:
         if schema is None:
             if producer.tool in ctx.registry and ref.path and ref.step not in unchecked_warned:
                 unchecked_warned.add(ref.step)
-                ctx.warn("unchecked_reference", sid, path,
-                         f"tool '{producer.tool}' declares no output schema, so field references"
-                         f" into '{ref.step}' (such as {ref}) are not checked")
+                ctx.warn(
+                    "unchecked_reference",
+                    sid,
+                    path,
+                    f"tool '{producer.tool}' declares no output schema, so field references"
+                    f" into '{ref.step}' (such as {ref}) are not checked",
+                )
             continue
         problem = _walk_schema(schema, ref)
         if problem:
@@ -533,8 +647,14 @@ def _arguments(ctx: _Ctx) -> None:
                 _check_args(ctx, step, spec, args, where, types_of)
 
 
-def _check_args(ctx: _Ctx, step: Step, spec: ToolSpec, args: dict[str, Any], where: str,
-                types_of: Callable[[str], Any]) -> None:
+def _check_args(
+    ctx: _Ctx,
+    step: Step,
+    spec: ToolSpec,
+    args: dict[str, Any],
+    where: str,
+    types_of: Callable[[str], Any],
+) -> None:
     schema = spec.input_schema
     root = schema
     props = schema.get("properties") if isinstance(schema, dict) else None
@@ -544,20 +664,32 @@ def _check_args(ctx: _Ctx, step: Step, spec: ToolSpec, args: dict[str, Any], whe
     closed = extra is False or (bool(props) and extra is None)
     for name in required if isinstance(required, list) else []:
         if name not in args:
-            ctx.error("missing_argument", step.id, f"{where}.{name}",
-                      f"tool '{spec.name}' requires argument '{name}'"
-                      f"{_param_hint(props.get(name), root)}")
+            ctx.error(
+                "missing_argument",
+                step.id,
+                f"{where}.{name}",
+                f"tool '{spec.name}' requires argument '{name}'"
+                f"{_param_hint(props.get(name), root)}",
+            )
     for name, value in args.items():
         if name not in props:
             if closed:
-                ctx.error("unknown_argument", step.id, f"{where}.{name}",
-                          f"tool '{spec.name}' has no parameter '{name}' (parameters:"
-                          f" {', '.join(props) or 'none'}){_did_you_mean(name, props)}")
+                ctx.error(
+                    "unknown_argument",
+                    step.id,
+                    f"{where}.{name}",
+                    f"tool '{spec.name}' has no parameter '{name}' (parameters:"
+                    f" {', '.join(props) or 'none'}){_did_you_mean(ctx, name, props)}",
+                )
             continue
         for sub, problem in js.check_literal(value, props[name], root, types_of):
             suffix = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in sub)
-            ctx.error("type_mismatch", step.id, f"{where}.{name}{suffix}",
-                      f"argument '{name}' of tool '{spec.name}': {problem}")
+            ctx.error(
+                "type_mismatch",
+                step.id,
+                f"{where}.{name}{suffix}",
+                f"argument '{name}' of tool '{spec.name}': {problem}",
+            )
 
 
 def _param_hint(schema: Any, root: Any) -> str:
@@ -565,13 +697,13 @@ def _param_hint(schema: Any, root: Any) -> str:
     return f" ({'/'.join(sorted(types))})" if types else ""
 
 
-def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    import difflib
-
-    pool = list(candidates)
-    if len(pool) > 5000:
+def _did_you_mean(ctx: _Ctx, name: str, candidates: Collection[str]) -> str:
+    # Each hint compares ``name`` with every candidate; a shared budget keeps a plan with
+    # thousands of misspellings linear (later issues simply get no hint).
+    if len(candidates) > ctx.suggestion_budget:
         return ""
-    match = difflib.get_close_matches(name, pool, n=1, cutoff=0.75)
+    ctx.suggestion_budget -= len(candidates)
+    match = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.75)
     return f"; did you mean '{match[0]}'?" if match else ""
 
 
@@ -582,8 +714,16 @@ def _warnings(ctx: _Ctx) -> None:
 
 
 _PASSES: list[Callable[[_Ctx], None]] = [
-    _normalize, _shape, _dependencies, _references, _cycles, _tools, _output_fields,
-    _arguments, _warnings,
+    _normalize,
+    _shape,
+    _dependencies,
+    _references,
+    _cycles,
+    _tools,
+    _output_fields,
+    _arguments,
+    _warnings,
+    policies_pass,
 ]
 _TOOL_PASSES = {_tools, _output_fields, _arguments}
 

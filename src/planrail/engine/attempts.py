@@ -1,0 +1,272 @@
+"""The attempt loop: one action, tried under a retry policy, timeouts and resource limits.
+
+For each attempt: wait for the step's resource (highest priority first), call the
+``before_attempt`` hook, perform the action raced against the per-attempt timeout (and what is
+left of ``total_timeout`` and of the run's deadline), record the attempt, and either return, or
+sleep the policy's delay and go again. All waiting goes through the injected clock.
+Cancellation is never caught here: it always propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from planrail.errors import PlanrailError
+from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
+from planrail.policies.resources import ResourceGate
+from planrail.policies.retry import Random, RetryPolicy, retry_after_of
+from planrail.types import Clock
+
+__all__ = ["Attempt", "AttemptLoop", "Result", "Tally", "error_info", "race"]
+
+T = TypeVar("T")
+
+BeforeAttempt = Callable[[Any, int | None, int, Any], Any]
+"""``before_attempt(step, item_index, attempt, args)``; may return an awaitable."""
+OnAttempt = Callable[[Any, dict[str, Any]], None]
+"""``on_attempt(step, record)`` after every attempt (``record["error"]`` is None on success)."""
+
+
+def error_info(exc: BaseException, *, retryable: bool | None = None) -> dict[str, Any]:
+    """The ``{type, message, retryable}`` object for an exception."""
+    if retryable is None:
+        retryable = bool(getattr(exc, "retryable", False))
+    message = exc.message if isinstance(exc, PlanrailError) else str(exc)
+    return {
+        "type": type(exc).__name__,
+        "message": message or type(exc).__name__,
+        "retryable": retryable,
+    }
+
+
+class TimedOut(Exception):
+    """Internal: the timer of :func:`race` fired first."""
+
+
+async def race(clock: Clock, awaitable: Awaitable[T], seconds: float | None) -> T:
+    """Await ``awaitable``, or raise :class:`TimedOut` after ``seconds`` of ``clock`` time.
+
+    On timeout the awaitable's task is cancelled and waited for, so it has really stopped (an
+    async tool that honours cancellation) before the caller moves on. Cancelling the caller
+    cancels both and propagates.
+    """
+    if seconds is None:
+        return await awaitable
+    if seconds <= 0:
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()
+        raise TimedOut
+    task = asyncio.ensure_future(awaitable)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait((task, timer), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        timer.cancel()
+        task.add_done_callback(_consume)
+        raise
+    if task.done():
+        timer.cancel()
+        return task.result()
+    task.cancel()
+    await asyncio.wait((task,))
+    _consume(task)
+    raise TimedOut
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+@dataclass
+class Tally:
+    """Attempts of one unit of work (a step, or one item of a fan-out) across loops/fallback."""
+
+    attempts: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def add_usage(self, usage: dict[str, int]) -> None:
+        for k, v in usage.items():
+            self.usage[k] = self.usage.get(k, 0) + v
+
+
+@dataclass
+class Result:
+    """How a unit of work ended (before it becomes an :class:`~.step_runner.Outcome`)."""
+
+    ok: bool
+    output: Any = None
+    exc: BaseException | None = None
+    retryable: bool = False
+    fatal: bool = False
+    degraded: bool = False
+    reason: str | None = None
+    args: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What one attempt needs: the action to perform and its limits."""
+
+    step: Any
+    perform: Callable[[int], Awaitable[Any]]
+    """``perform(attempt)`` runs the action once (it builds the ``Call``)."""
+    args: Any
+    policy: RetryPolicy
+    timeout: float | None
+    total_timeout: float | None
+    resource: str | None
+    priority: float
+    item: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Added to every attempt record (``iteration``, ``fallback``)."""
+
+
+class AttemptLoop:
+    """Runs :class:`Attempt` s; shared by every step of a run."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        gate: ResourceGate,
+        rng: Random,
+        *,
+        deadline: float | None = None,
+        before_attempt: BeforeAttempt | None = None,
+        on_attempt: OnAttempt | None = None,
+    ) -> None:
+        self.clock = clock
+        self.gate = gate
+        self.rng = rng
+        self.deadline = deadline
+        """The run's deadline, in ``clock.monotonic()`` seconds."""
+        self.before_attempt = before_attempt
+        self.on_attempt = on_attempt
+
+    def deadline_error(self, step_id: str) -> DeadlineExceededError:
+        return DeadlineExceededError(
+            f"the run's deadline passed while step '{step_id}' ran", step_id=step_id
+        )
+
+    async def run(self, a: Attempt, tally: Tally) -> Result:
+        """Try ``a`` until it succeeds, fails for good, or runs out of attempts or time."""
+        clock = self.clock
+        start = clock.monotonic()
+        total_at = None if a.total_timeout is None else start + a.total_timeout
+        stop_at = _earliest(total_at, self.deadline)
+        sid = a.step.id
+        for k in range(1, a.policy.max_attempts + 1):
+            now = clock.monotonic()
+            if stop_at is not None and now >= stop_at:
+                return self._out_of_time(sid, total_at, a.total_timeout)
+            remaining = None if stop_at is None else stop_at - now
+            limited = self.gate.limited(a.resource)
+            if limited:
+                assert a.resource is not None
+                try:
+                    await race(clock, self.gate.acquire(a.resource, a.priority), remaining)
+                except TimedOut:
+                    return self._out_of_time(sid, total_at, a.total_timeout)
+            try:
+                tally.attempts += 1
+                n = tally.attempts
+                if self.before_attempt is not None:
+                    hooked = self.before_attempt(a.step, a.item, n, a.args)
+                    if inspect.isawaitable(hooked):
+                        await hooked
+                began = clock.monotonic()
+                cut = a.timeout
+                if stop_at is not None and (cut is None or stop_at - began < cut):
+                    cut = stop_at - began
+                try:
+                    output = await race(clock, a.perform(n), cut)
+                except TimedOut:
+                    if a.timeout is not None and cut == a.timeout:
+                        exc: Exception = AttemptTimeoutError(
+                            f"attempt {n} of step '{sid}' timed out after {a.timeout:g}s",
+                            step_id=sid,
+                            attempt=n,
+                        )
+                    else:
+                        exc = (
+                            self.deadline_error(sid)
+                            if stop_at == self.deadline and total_at != stop_at
+                            else StepTimeoutError(
+                                f"step '{sid}' ran out of its total_timeout of"
+                                f" {a.total_timeout:g}s",
+                                step_id=sid,
+                                attempt=n,
+                            )
+                        )
+                except Exception as caught:
+                    exc = caught
+                else:
+                    self._notify(a, self._record(a, tally, n, began, None))
+                    return Result(True, output, args=a.args)
+            finally:
+                if limited:
+                    assert a.resource is not None
+                    self.gate.release(a.resource)
+            # A run-wide limit (deadline, LLM budget) stops the whole run, not just this step.
+            fatal = isinstance(exc, DeadlineExceededError) or bool(getattr(exc, "fatal", False))
+            retryable = not fatal and a.policy.should_retry(exc)
+            record = self._record(a, tally, n, began, exc, retryable)
+            if not retryable or k == a.policy.max_attempts:
+                self._notify(a, record)
+                return Result(False, exc=exc, retryable=retryable, fatal=fatal, args=a.args)
+            delay = a.policy.delay_for(k, self.rng, retry_after_of(exc, now=clock.now()))
+            if stop_at is not None and clock.monotonic() + delay >= stop_at:
+                record["retry"] = f"not retried: waiting {delay:g}s would pass the time limit"
+                self._notify(a, record)
+                return Result(False, exc=exc, retryable=retryable, args=a.args)
+            record["delay"] = delay
+            self._notify(a, record)
+            await clock.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _out_of_time(self, sid: str, total_at: float | None, total: float | None) -> Result:
+        if total_at is not None and (self.deadline is None or total_at <= self.deadline):
+            exc: Exception = StepTimeoutError(
+                f"step '{sid}' ran out of its total_timeout of {total:g}s", step_id=sid
+            )
+            return Result(False, exc=exc)
+        return Result(False, exc=self.deadline_error(sid), fatal=True)
+
+    def _record(
+        self,
+        a: Attempt,
+        tally: Tally,
+        n: int,
+        began: float,
+        exc: BaseException | None,
+        retryable: bool = False,
+    ) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "attempt": n,
+            "started_at": began,
+            "duration": self.clock.monotonic() - began,
+        }
+        if a.item is not None:
+            record["item"] = a.item
+        record.update(a.extra)
+        record["error"] = None if exc is None else error_info(exc, retryable=retryable)
+        tally.history.append(record)
+        return record
+
+    def _notify(self, a: Attempt, record: dict[str, Any]) -> None:
+        if self.on_attempt is not None:
+            self.on_attempt(a.step, record)
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)

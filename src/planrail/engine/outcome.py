@@ -1,0 +1,110 @@
+"""What running a step produced: the :class:`Outcome` the executor records, and how the
+results of its units of work (a step, or the items of a fan-out) become one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from planrail.engine.attempts import Result, Tally, error_info
+from planrail.errors import PlanrailError
+from planrail.types import StepStatus
+
+__all__ = ["Outcome", "failed", "fan_in", "message", "outcome_of"]
+
+S = StepStatus
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What happened to one step."""
+
+    status: StepStatus
+    output: Any = None
+    error: dict[str, Any] | None = None
+    attempts: int = 0
+    reason: str | None = None
+    degraded: bool = False
+    args: Any = None
+    """The resolved arguments the action was performed with (for records and ``show --step``)."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    """LLM token usage (``input_tokens``, ``output_tokens``, ``calls``)."""
+    fatal: bool = False
+    """The whole run must stop (a budget or limit was exceeded), not just this step."""
+
+
+def fan_in(results: list[Result | None], tallies: list[Tally]) -> Outcome:
+    total = Tally()
+    for t in tallies:
+        total.attempts += t.attempts
+        total.history.extend(t.history)
+        total.add_usage(t.usage)
+    failed = next(((i, r) for i, r in enumerate(results) if r is not None and not r.ok), None)
+    if failed is not None:
+        i, res = failed
+        error = error_info(res.exc) if res.exc is not None else None
+        if error is not None:
+            error["message"] = f"item {i}: {error['message']}"
+        reason = f"item {i} failed" + (f": {res.reason}" if res.reason else "")
+        return Outcome(
+            S.FAILED,
+            error=error,
+            attempts=total.attempts,
+            reason=reason,
+            history=total.history,
+            usage=total.usage,
+            fatal=res.fatal,
+            args=[r.args if r else None for r in results],
+        )
+    done = [r for r in results if r is not None]
+    degraded = [i for i, r in enumerate(done) if r.degraded]
+    note: str | None = None
+    if degraded:
+        listed = ", ".join(map(str, degraded))
+        note = f"item(s) {listed} used a fallback; item {degraded[0]} {done[degraded[0]].reason}"
+    return Outcome(
+        S.SUCCEEDED,
+        output=[r.output for r in done],
+        attempts=total.attempts,
+        degraded=bool(degraded),
+        reason=note,
+        args=[r.args for r in done],
+        history=total.history,
+        usage=total.usage,
+    )
+
+
+def outcome_of(res: Result, tally: Tally) -> Outcome:
+    if res.ok:
+        return Outcome(
+            S.SUCCEEDED,
+            output=res.output,
+            attempts=tally.attempts,
+            args=res.args,
+            degraded=res.degraded,
+            reason=res.reason,
+            history=tally.history,
+            usage=tally.usage,
+        )
+    assert res.exc is not None
+    return Outcome(
+        S.FAILED,
+        error=error_info(res.exc, retryable=res.retryable),
+        attempts=tally.attempts,
+        args=res.args,
+        history=tally.history,
+        usage=tally.usage,
+        fatal=res.fatal,
+        reason=res.reason or (message(res.exc) if res.fatal else None),
+    )
+
+
+def failed(exc: BaseException, reason: str) -> Outcome:
+    return Outcome(S.FAILED, error=error_info(exc), reason=reason)
+
+
+def message(exc: BaseException | None) -> str:
+    if exc is None:
+        return ""
+    return exc.message if isinstance(exc, PlanrailError) else str(exc) or type(exc).__name__

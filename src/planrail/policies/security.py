@@ -1,0 +1,624 @@
+"""Security policies: decide, before each tool call, whether it may run, must be approved, or is
+refused — from where its arguments come from (:mod:`planrail.plan.provenance`) and, when a rule
+asks, from their resolved values.
+
+A :class:`SecurityPolicy` is a frozen value: ``strict`` mode, ordered :class:`Rule` s and a cap
+on tool calls. :meth:`SecurityPolicy.decide` is a pure function of the step, the provenance and
+the resolved arguments. :class:`SecurityGuard` is the run-time side the executor calls right
+before every attempt: it counts calls, asks the policy, calls the approval callback when the
+answer is *approve*, and reports each decision.
+
+How a decision is made (``docs/security.md`` has examples):
+
+1. Every rule that matches the call contributes its action; ``deny`` beats ``approve`` beats
+   ``allow``.
+2. In strict mode, for a tool with side effects (``side_effects`` other than ``none``, or
+   ``requires_approval``): if no ``allow`` rule matches the call, it is denied (default-deny);
+   an argument that derives from a tool's or an LLM's output needs approval, unless an
+   ``allow`` rule naming that argument accepts those sources.
+3. Otherwise the call is allowed. Read-only tools are never touched by the strict checks.
+
+Errors (extending :mod:`planrail.errors`)::
+
+    ExecutionError
+    ├── PolicyDeniedError          a policy refused a tool call; the step fails with the reason
+    │   └── CallNotApprovedError   the call needed approval and got none (also an
+    │                              ApprovalRefusedError)
+    └── ToolCallLimitError         the run made SecurityPolicy.max_tool_calls calls (stops it)
+    ApprovalRefusedError
+    └── ApprovalMismatchError      the approval was given for another plan (its hash differs)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from planrail.errors import ApprovalRefusedError, ExecutionError, PlanError, PlanrailError
+from planrail.plan.loader import PlanLimits, load_document, read_plan_file
+from planrail.plan.model import Step
+from planrail.plan.predicates import Predicate, check_predicate, compile_predicate
+from planrail.plan.provenance import Provenance, Source, Sources, check_pattern, labels
+from planrail.plan.secrets import Redactor
+from planrail.plan.tools import ToolSpec
+
+__all__ = [
+    "ACTIONS",
+    "ApprovalMismatchError",
+    "ApproveCall",
+    "CallApprovalRequest",
+    "CallNotApprovedError",
+    "Decision",
+    "PolicyDeniedError",
+    "Rule",
+    "SecurityGuard",
+    "SecurityPolicy",
+    "SecurityPolicyError",
+    "ToolCallLimitError",
+    "args_digest",
+    "check_approval",
+    "denial_of",
+]
+
+PolicyAction = Literal["allow", "approve", "deny"]
+ACTIONS: tuple[str, ...] = ("allow", "approve", "deny")
+_SEVERITY = {"allow": 0, "approve": 1, "deny": 2}
+
+
+# ---------------------------------------------------------------- errors
+
+
+class PolicyDeniedError(ExecutionError):
+    """A security policy refused a tool call; the step fails with the policy's reason."""
+
+    code = "policy_denied"
+
+
+class CallNotApprovedError(PolicyDeniedError, ApprovalRefusedError):
+    """A tool call needed approval at run time and did not get it."""
+
+    code = "call_not_approved"
+
+
+class ToolCallLimitError(ExecutionError):
+    """The run reached ``SecurityPolicy.max_tool_calls``: it stops."""
+
+    code = "tool_call_limit"
+
+
+class ApprovalMismatchError(ApprovalRefusedError):
+    """The approval handed to a run was given for another plan: its hash differs."""
+
+    code = "approval_mismatch"
+
+
+class SecurityPolicyError(PlanError):
+    """A security policy document is malformed (``problems`` lists every issue)."""
+
+    code = "invalid_security_policy"
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        super().__init__("invalid security policy: " + "; ".join(problems[:3]) + more)
+
+
+def denial_of(exc: BaseException) -> PolicyDeniedError | None:
+    """``exc`` if it is a policy denial, or the denial inside an exception group (a fan-out
+    raises one); else ``None``."""
+    if isinstance(exc, PolicyDeniedError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = denial_of(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def check_approval(approval: Mapping[str, Any] | None, plan_hash: str) -> None:
+    """Raise :class:`ApprovalMismatchError` unless ``approval`` is for the plan hashed
+    ``plan_hash`` (no approval at all is not checked here)."""
+    if approval is None:
+        return
+    given = approval.get("plan_hash")
+    if given != plan_hash:
+        shown = f"{given[:19]}…" if isinstance(given, str) else "no plan hash"
+        raise ApprovalMismatchError(
+            f"the approval is for another plan ({shown}); this plan is {plan_hash[:19]}…:"
+            " a changed plan needs its own approval, nothing was run"
+        )
+
+
+def args_digest(args: Any) -> str:
+    """``sha256:`` + the hex digest of ``args`` as canonical JSON (what an approval binds)."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One line of a security policy. A rule *matches* a call when every condition it sets
+    holds; it then contributes ``action``."""
+
+    action: PolicyAction
+    """``allow``, ``approve`` (a person must say yes at run time) or ``deny``."""
+    tool: str = "*"
+    """Tool name, or an fnmatch pattern (``send_*``); ``*`` is every tool."""
+    arg: str | None = None
+    """The argument the rule is about (an fnmatch pattern). Without it, the call as a whole."""
+    sources: tuple[str, ...] = ()
+    """(``from`` in a policy file) Matches when the argument — any argument when ``arg`` is
+    unset — derives from a source matching one of these patterns (``user``, ``tool``,
+    ``tool:NAME``, ``llm``, ``llm:STEP``, ``external``, ``private``, ``secret``, ``*``).
+    On an ``allow`` rule naming an argument, these are the sources the strict mode accepts."""
+    when: Any = None
+    """A predicate over the resolved arguments, as ``${args.NAME}``
+    (``{"gt": ["${args.amount}", 100]}``); known only at run time."""
+    reason: str | None = None
+    """Said when the rule denies or asks for approval."""
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise SecurityPolicyError(problems)
+
+    def problems(self) -> list[str]:
+        found: list[str] = []
+        if self.action not in ACTIONS:
+            found.append(f"action must be one of {', '.join(ACTIONS)}, got {self.action!r}")
+        if not isinstance(self.tool, str) or not self.tool:
+            found.append("tool must be a tool name or pattern")
+        if self.arg is not None and (not isinstance(self.arg, str) or not self.arg):
+            found.append("arg must be an argument name or pattern")
+        for p in self.sources:
+            problem = check_pattern(p)
+            if problem:
+                found.append(problem)
+        if self.when is not None:
+            found.extend(f"when{path}: {msg}" for path, msg in check_predicate(self.when))
+        return found
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Rule:
+        """From ``{"tool", "action", "arg", "from", "when", "reason"}``."""
+        unknown = set(data) - {"tool", "action", "arg", "from", "when", "reason"}
+        if unknown:
+            raise SecurityPolicyError([f"unknown rule fields: {', '.join(sorted(unknown))}"])
+        sources = data.get("from", ())
+        if isinstance(sources, str):
+            sources = (sources,)
+        if not isinstance(sources, list | tuple):
+            raise SecurityPolicyError(["from must be a list of source patterns"])
+        return cls(
+            action=data.get("action", ""),
+            tool=data.get("tool", "*"),
+            arg=data.get("arg"),
+            sources=tuple(sources),
+            when=data.get("when"),
+            reason=data.get("reason"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tool": self.tool, "action": self.action}
+        if self.arg is not None:
+            out["arg"] = self.arg
+        if self.sources:
+            out["from"] = list(self.sources)
+        if self.when is not None:
+            out["when"] = self.when
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+    def names_tool(self, tool: str) -> bool:
+        return fnmatch.fnmatchcase(tool, self.tool)
+
+    def names_arg(self, arg: str) -> bool:
+        return self.arg is not None and fnmatch.fnmatchcase(arg, self.arg)
+
+    def accepts(self, source: Source) -> bool:
+        return not self.sources or any(source.matches(p) for p in self.sources)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a policy says about one call."""
+
+    action: PolicyAction
+    reason: str
+    rule: int | None = None
+    """Index of the rule that decided, or ``None`` for a built-in (strict mode, default)."""
+    final: bool = True
+    """False when the answer depends on argument values not known yet (a rule's ``when``)."""
+    sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each argument's source labels."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "reason": self.reason,
+            "rule": self.rule,
+            "final": self.final,
+            "sources": {k: list(v) for k, v in self.sources.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityPolicy:
+    """How tool calls are vetted (``Execution(..., security=SecurityPolicy(...))``)."""
+
+    strict: bool = False
+    """Side-effecting tools need an ``allow`` rule (default-deny), and their arguments that
+    derive from tool or LLM output need approval unless an ``allow`` rule accepts them."""
+    rules: tuple[Rule, ...] = ()
+    """Every matching rule counts; ``deny`` beats ``approve`` beats ``allow``."""
+    max_tool_calls: int | None = None
+    """Most tool calls (attempts, fallbacks and fan-out items included) one run may make;
+    the call that would exceed it stops the run with :class:`ToolCallLimitError`."""
+
+    def __post_init__(self) -> None:
+        if self.max_tool_calls is not None and (
+            type(self.max_tool_calls) is not int or self.max_tool_calls < 0
+        ):
+            raise SecurityPolicyError(
+                [f"max_tool_calls must be an integer >= 0, got {self.max_tool_calls!r}"]
+            )
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> SecurityPolicy:
+        """From ``{"strict": bool, "max_tool_calls": int, "rules": [rule, ...]}``; every
+        problem is reported at once in a :class:`SecurityPolicyError`."""
+        if not isinstance(data, Mapping):
+            raise SecurityPolicyError(["a security policy is an object with 'rules'"])
+        problems: list[str] = []
+        unknown = set(data) - {"strict", "rules", "max_tool_calls"}
+        if unknown:
+            problems.append(f"unknown fields: {', '.join(sorted(unknown))}")
+        strict = data.get("strict", False)
+        if type(strict) is not bool:
+            problems.append("strict must be true or false")
+        raw_rules = data.get("rules", [])
+        rules: list[Rule] = []
+        if not isinstance(raw_rules, list):
+            problems.append("rules must be a list")
+            raw_rules = []
+        for i, raw in enumerate(raw_rules):
+            if not isinstance(raw, Mapping):
+                problems.append(f"rules[{i}]: a rule is an object")
+                continue
+            try:
+                rules.append(Rule.from_mapping(raw))
+            except SecurityPolicyError as exc:
+                problems.extend(f"rules[{i}]: {p}" for p in exc.problems)
+        limit = data.get("max_tool_calls")
+        if limit is not None and (type(limit) is not int or limit < 0):
+            problems.append(f"max_tool_calls must be an integer >= 0, got {limit!r}")
+        if problems:
+            raise SecurityPolicyError(problems)
+        return cls(strict=bool(strict), rules=tuple(rules), max_tool_calls=limit)
+
+    @classmethod
+    def load(cls, path: str | Path) -> SecurityPolicy:
+        """From a JSON or YAML file (read with the plan loader's size and depth limits)."""
+        limits = PlanLimits(max_plan_bytes=1024 * 1024)
+        text = read_plan_file(path, limits)
+        fmt = "yaml" if str(path).endswith((".yaml", ".yml")) else None
+        return cls.from_mapping(load_document(text, limits, fmt=fmt))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"strict": self.strict, "rules": [r.to_dict() for r in self.rules]}
+        if self.max_tool_calls is not None:
+            out["max_tool_calls"] = self.max_tool_calls
+        return out
+
+    # ------------------------------------------------------------------ deciding
+
+    def decide(
+        self,
+        step: Step,
+        provenance: Provenance,
+        resolved_args: Mapping[str, Any] | None = None,
+        *,
+        available: Any = None,
+    ) -> Decision:
+        """The decision for ``step``'s tool call.
+
+        Without ``resolved_args`` (before the run) a rule with ``when`` cannot be evaluated:
+        it is left out and the decision is marked ``final=False``. ``available`` (the ids of
+        steps with an output) narrows ``$first`` to the candidate really used.
+        """
+        if step.action != "tool_call" or not step.tool:
+            return Decision("allow", f"a {step.action} step calls no tool")
+        tool = step.tool
+        spec = provenance.spec(tool)
+        arg_sources = provenance.args(step, available=available)
+        shown = {k: tuple(labels(v)) for k, v in arg_sources.items()}
+        final = True
+        matched: list[tuple[int, Rule]] = []
+        for i, rule in enumerate(self.rules):
+            if not rule.names_tool(tool) or not _sources_match(rule, arg_sources):
+                continue
+            if rule.when is not None:
+                if resolved_args is None:
+                    final = False
+                    continue
+                if not _holds(rule, resolved_args):
+                    continue
+            matched.append((i, rule))
+
+        verdicts: list[Decision] = []
+        for i, rule in matched:
+            if rule.action != "allow":
+                verdicts.append(
+                    Decision(
+                        rule.action, rule.reason or _default_reason(rule, tool), i, final, shown
+                    )
+                )
+        if self.strict and _changes_world(spec):
+            allows = [r for _, r in matched if r.action == "allow"]
+            if not allows:
+                verdicts.append(
+                    Decision(
+                        "deny",
+                        f"strict mode: no rule allows calling '{tool}', a tool with side"
+                        f" effects ({spec.side_effects if spec else 'unknown tool'})",
+                        None,
+                        final,
+                        shown,
+                    )
+                )
+            tainted = _tainted(arg_sources, allows)
+            if tainted:
+                parts = [f"'{a}' derives from {', '.join(labels(s))}" for a, s in tainted.items()]
+                verdicts.append(
+                    Decision(
+                        "approve",
+                        f"strict mode: argument {'; '.join(parts)} (not from the user)",
+                        None,
+                        final,
+                        shown,
+                    )
+                )
+        if verdicts:
+            worst = max(verdicts, key=lambda d: _SEVERITY[d.action])
+            return worst
+        allowed_by = next((i for i, r in matched if r.action == "allow"), None)
+        reason = (
+            f"allowed by rule {allowed_by}"
+            if allowed_by is not None
+            else "read-only tool"
+            if not _changes_world(spec)
+            else "no rule applies"
+        )
+        return Decision("allow", reason, allowed_by, final, shown)
+
+    def review(self, provenance: Provenance, steps: Any) -> dict[str, Decision]:
+        """Static decisions for every tool call of ``steps`` (fallback calls as
+        ``STEP.fallback``): what the run will do, as far as the plan alone can tell."""
+        out: dict[str, Decision] = {}
+        for step in steps:
+            if step.action == "tool_call" and step.tool:
+                out[step.id] = self.decide(step, provenance)
+            if step.fallback is not None and step.fallback.tool:
+                out[f"{step.id}.fallback"] = self.decide(fallback_call(step), provenance)
+        return out
+
+
+def fallback_call(step: Step) -> Step:
+    """The stand-in step for ``step``'s fallback tool call (as the step runner builds it)."""
+    assert step.fallback is not None
+    return step.model_copy(
+        update={
+            "action": "tool_call",
+            "tool": step.fallback.tool,
+            "args": step.fallback.args,
+            "fallback": None,
+        }
+    )
+
+
+def _changes_world(spec: ToolSpec | None) -> bool:
+    return spec is None or spec.side_effects != "none" or bool(spec.requires_approval)
+
+
+def _sources_match(rule: Rule, arg_sources: Mapping[str, Sources]) -> bool:
+    """Whether the rule's ``arg`` and ``from`` conditions hold for a call.
+
+    ``deny``/``approve``: the argument (any argument, without ``arg``) has a source matching
+    ``from``. ``allow``: with ``arg``, the argument is present (``from`` then limits what the
+    rule vouches for); without ``arg``, every source of every argument matches ``from``.
+    """
+    if rule.arg is not None:
+        named = [s for a, s in arg_sources.items() if rule.names_arg(a)]
+        if not named:
+            return False
+    else:
+        named = list(arg_sources.values())
+    if not rule.sources:
+        return True
+    if rule.action == "allow":
+        return rule.arg is not None or all(rule.accepts(src) for s in named for src in s)
+    return any(src.matches(p) for s in named for src in s for p in rule.sources)
+
+
+def _holds(rule: Rule, args: Mapping[str, Any]) -> bool:
+    """Evaluate ``when``; an error counts as "holds" for deny/approve and "not" for allow, so a
+    malformed value never lowers the answer."""
+    pred: Predicate = _compiled(rule)
+    try:
+        return pred.evaluate({"args": dict(args)})
+    except (PlanrailError, ValueError, TypeError):
+        return rule.action != "allow"
+
+
+_PREDICATES: dict[int, tuple[Any, Predicate]] = {}
+
+
+def _compiled(rule: Rule) -> Predicate:
+    key = id(rule)
+    hit = _PREDICATES.get(key)
+    if hit is None or hit[0] is not rule.when:
+        hit = _PREDICATES[key] = (rule.when, compile_predicate(rule.when))
+    return hit[1]
+
+
+def _tainted(arg_sources: Mapping[str, Sources], allows: list[Rule]) -> dict[str, Sources]:
+    out: dict[str, Sources] = {}
+    for arg, sources in arg_sources.items():
+        accepting = [r for r in allows if r.names_arg(arg) or (r.arg is None and r.sources)]
+        left = frozenset(
+            s for s in sources if s.kind != "user" and not any(r.accepts(s) for r in accepting)
+        )
+        if left:
+            out[arg] = left
+    return out
+
+
+def _default_reason(rule: Rule, tool: str) -> str:
+    what = f"argument '{rule.arg}' of '{tool}'" if rule.arg else f"calling '{tool}'"
+    src = f" from {', '.join(rule.sources)}" if rule.sources else ""
+    verb = "is denied" if rule.action == "deny" else "needs approval"
+    return f"{what}{src} {verb} by policy"
+
+
+# ---------------------------------------------------------------- run time
+
+
+@dataclass(frozen=True, slots=True)
+class CallApprovalRequest:
+    """What an approval callback is asked about: one tool call, with its arguments resolved."""
+
+    run_id: str
+    step_id: str
+    tool: str
+    args: Any
+    """The resolved arguments, secret parameters redacted (show these to a person)."""
+    args_hash: str
+    """:func:`args_digest` of the real arguments; an approval may return it to bind itself."""
+    decision: Decision
+    item: int | None = None
+    attempt: int = 1
+
+
+ApproveCall = Callable[[CallApprovalRequest], "bool | Mapping[str, Any] | Awaitable[Any]"]
+"""``approve_call(request)`` → True/False, or an approval record ``{"args_hash", "by", ...}``
+whose ``args_hash`` must equal the request's (anything else is a refusal). May be async."""
+
+OnDecision = Callable[[str, int, dict[str, Any]], None]
+"""``on_decision(step_id, attempt, data)`` — the executor emits it as a ``policy_decision``
+event."""
+
+
+class SecurityGuard:
+    """One run's enforcement point, called right before every attempt of every step."""
+
+    def __init__(
+        self,
+        policy: SecurityPolicy,
+        provenance: Provenance,
+        *,
+        run_id: str,
+        approve_call: ApproveCall | None = None,
+        on_decision: OnDecision | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.policy = policy
+        self.provenance = provenance
+        self.run_id = run_id
+        self.approve_call = approve_call
+        self.on_decision = on_decision
+        self.redactor = redactor
+        self.tool_calls = 0
+        """Tool calls admitted so far."""
+        self._approved: dict[tuple[str, int | None, str, str], dict[str, Any]] = {}
+
+    async def admit(
+        self, step: Step, item: int | None, attempt: int, args: Any, available: Any
+    ) -> None:
+        """Return if the call may go ahead; raise :class:`PolicyDeniedError` (the step fails)
+        or :class:`ToolCallLimitError` (the run stops) if not."""
+        if step.action != "tool_call" or not step.tool:
+            return
+        limit = self.policy.max_tool_calls
+        if limit is not None and self.tool_calls >= limit:
+            self._report(step, item, attempt, {"action": "deny", "reason": "tool call limit"})
+            raise ToolCallLimitError(
+                f"the run reached its limit of {limit:,} tool calls"
+                " (SecurityPolicy.max_tool_calls); it stops here",
+                step_id=step.id,
+                attempt=attempt,
+            )
+        resolved = args if isinstance(args, Mapping) else None
+        decision = self.policy.decide(step, self.provenance, resolved, available=available)
+        data = {**decision.to_dict(), "tool": step.tool}
+        if decision.action == "deny":
+            self._report(step, item, attempt, data)
+            raise PolicyDeniedError(
+                f"step '{step.id}': calling '{step.tool}' is denied: {decision.reason}",
+                run_id=self.run_id,
+                step_id=step.id,
+                attempt=attempt,
+            )
+        if decision.action == "approve":
+            digest = args_digest(args)
+            data["args_hash"] = digest
+            key = (step.id, item, step.tool, digest)
+            record = self._approved.get(key)
+            if record is None:
+                record = await self._ask(step, item, attempt, args, digest, decision)
+            if record is None:
+                data["approved"] = False
+                self._report(step, item, attempt, data)
+                how = (
+                    "no approver is configured (pass approve_call=)"
+                    if self.approve_call is None
+                    else "the approver refused"
+                )
+                raise CallNotApprovedError(
+                    f"step '{step.id}': calling '{step.tool}' needs approval"
+                    f" ({decision.reason}) and {how}",
+                    run_id=self.run_id,
+                    step_id=step.id,
+                    attempt=attempt,
+                )
+            self._approved[key] = record
+            data["approved"] = True
+            data["approval"] = record
+        self.tool_calls += 1
+        self._report(step, item, attempt, data)
+
+    async def _ask(
+        self, step: Step, item: int | None, attempt: int, args: Any, digest: str, decision: Decision
+    ) -> dict[str, Any] | None:
+        if self.approve_call is None:
+            return None
+        shown = self.redactor.args(step.id, args) if self.redactor is not None else args
+        request = CallApprovalRequest(
+            self.run_id, step.id, step.tool or "", shown, digest, decision, item, attempt
+        )
+        answer = self.approve_call(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if answer is True:
+            return {"args_hash": digest, "by": "approve_call"}
+        if isinstance(answer, Mapping) and answer.get("args_hash") == digest:
+            return {k: v for k, v in answer.items() if isinstance(v, str | int | float | bool)}
+        return None
+
+    def _report(self, step: Step, item: int | None, attempt: int, data: dict[str, Any]) -> None:
+        if item is not None:
+            data["item"] = item
+        if self.on_decision is not None:
+            self.on_decision(step.id, attempt, data)
