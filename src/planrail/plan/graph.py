@@ -105,7 +105,7 @@ def topological_order(deps: Mapping[str, Sequence[str]]) -> list[str]:
 def critical_path_lengths(
     deps: Mapping[str, Sequence[str]], duration: Callable[[str], float]
 ) -> dict[str, float]:
-    """For each node, the longest sum of durations from it to the end of the graph (itself included).
+    """For each node, the longest sum of durations from it to the end of the graph (itself too).
 
     Starting the ready node with the largest value first is the classic critical-path heuristic.
     """

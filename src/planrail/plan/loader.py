@@ -8,7 +8,7 @@ traceback and never a hang: the size is checked before parsing, YAML is read wit
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,8 +66,10 @@ def read_plan_file(path: str | Path, limits: PlanLimits = PlanLimits()) -> str:
         raise PlanLoadError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
 
 
-def load_document(text: str | bytes, limits: PlanLimits = PlanLimits(), *, fmt: str | None = None) -> Any:
-    """Parse a JSON or YAML document within ``limits``; ``fmt`` is ``"json"``, ``"yaml"`` or sniffed."""
+def load_document(
+    text: str | bytes, limits: PlanLimits = PlanLimits(), *, fmt: str | None = None
+) -> Any:
+    """Parse JSON or YAML within ``limits``; ``fmt`` is ``"json"``, ``"yaml"`` or sniffed."""
     if isinstance(text, bytes):
         if len(text) > limits.max_plan_bytes:
             raise LimitExceeded(_too_big(len(text), limits))
@@ -83,10 +85,7 @@ def load_document(text: str | bytes, limits: PlanLimits = PlanLimits(), *, fmt: 
     if fmt is None:
         fmt = "json" if text.lstrip()[:1] in "{[" else "yaml"
     try:
-        if fmt == "json":
-            data = json.loads(text)
-        else:
-            data = yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader
+        data = json.loads(text) if fmt == "json" else yaml.load(text, Loader=_YamlLoader)
     except RecursionError:
         raise LimitExceeded(
             f"the plan nests too deeply to parse (limit {limits.max_depth} levels)"
@@ -99,7 +98,14 @@ def load_document(text: str | bytes, limits: PlanLimits = PlanLimits(), *, fmt: 
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "nesting depth" in problem:  # libyaml's own depth guard
+            raise LimitExceeded(
+                f"the plan nests too deeply to parse (limit {limits.max_depth} levels)"
+            ) from None
         raise PlanLoadError(f"invalid YAML{where}: {problem}") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits (JSON and YAML)
+        reason = str(exc).split(";")[0]
+        raise PlanLoadError(f"the plan holds a value that cannot be read: {reason}") from None
     check_bounds(data, limits)
     return data
 
@@ -109,6 +115,10 @@ def _too_big(size: int, limits: PlanLimits) -> str:
         f"the plan is {size:,} bytes; the limit is {limits.max_plan_bytes:,}"
         " (PlanLimits.max_plan_bytes)"
     )
+
+
+def _clip(where: str) -> str:
+    return where if len(where) <= 60 else where[:60] + "…"
 
 
 def check_bounds(data: Any, limits: PlanLimits) -> None:
@@ -122,16 +132,18 @@ def check_bounds(data: Any, limits: PlanLimits) -> None:
             raise LimitExceeded(f"the plan holds more than {limits.max_nodes:,} values")
         if isinstance(value, dict):
             if depth >= limits.max_depth:
-                raise LimitExceeded(f"{where}: nested deeper than {limits.max_depth} levels")
+                raise LimitExceeded(f"{_clip(where)}: nested deeper than {limits.max_depth} levels")
             for k, v in value.items():
                 if not isinstance(k, str):
                     raise PlanLoadError(f"{where}: keys must be strings, got {k!r}")
                 stack.append((v, depth + 1, f"{where}.{k}" if len(where) < 200 else where))
         elif isinstance(value, list):
             if depth >= limits.max_depth:
-                raise LimitExceeded(f"{where}: nested deeper than {limits.max_depth} levels")
-            stack.extend((v, depth + 1, f"{where}[{i}]" if len(where) < 200 else where)
-                         for i, v in enumerate(value))
+                raise LimitExceeded(f"{_clip(where)}: nested deeper than {limits.max_depth} levels")
+            stack.extend(
+                (v, depth + 1, f"{where}[{i}]" if len(where) < 200 else where)
+                for i, v in enumerate(value)
+            )
         elif isinstance(value, str):
             if len(value) > limits.max_string_length:
                 raise LimitExceeded(
@@ -139,8 +151,9 @@ def check_bounds(data: Any, limits: PlanLimits) -> None:
                     f" {limits.max_string_length:,}"
                 )
         elif value is None or isinstance(value, bool | int | float):
-            if isinstance(value, float) and value != value:
-                raise PlanLoadError(f"{where}: NaN is not JSON")
+            if isinstance(value, float) and not math.isfinite(value):
+                shown = "NaN" if value != value else "Infinity"
+                raise PlanLoadError(f"{where}: {shown} is not JSON (numbers must be finite)")
         else:
             raise PlanLoadError(
                 f"{where}: {type(value).__name__} values are not allowed in a plan (JSON only)"
@@ -150,19 +163,53 @@ def check_bounds(data: Any, limits: PlanLimits) -> None:
 # What LLMs write for each action, and for each step field.
 _ACTION_ALIASES: dict[str, str] = {
     **dict.fromkeys(
-        ["call_tool", "use_tool", "execute_function", "function_call", "tool", "tool_use",
-         "invoke_tool", "run_tool", "execute_tool", "function", "call_function", "toolcall",
-         "tool-call", "tool call", "action"],
+        [
+            "call_tool",
+            "use_tool",
+            "execute_function",
+            "function_call",
+            "tool",
+            "tool_use",
+            "invoke_tool",
+            "run_tool",
+            "execute_tool",
+            "function",
+            "call_function",
+            "toolcall",
+            "tool-call",
+            "tool call",
+            "action",
+        ],
         "tool_call",
     ),
     **dict.fromkeys(
-        ["llm", "call_llm", "llm-call", "llm call", "ask_llm", "generate", "completion", "chat",
-         "prompt", "think", "reason", "llm_generate"],
+        [
+            "llm",
+            "call_llm",
+            "llm-call",
+            "llm call",
+            "ask_llm",
+            "generate",
+            "completion",
+            "chat",
+            "prompt",
+            "think",
+            "reason",
+            "llm_generate",
+        ],
         "llm_call",
     ),
     **dict.fromkeys(
-        ["condition", "check", "check_condition", "if", "branch", "conditional", "condition-check",
-         "evaluate_condition"],
+        [
+            "condition",
+            "check",
+            "check_condition",
+            "if",
+            "branch",
+            "conditional",
+            "condition-check",
+            "evaluate_condition",
+        ],
         "condition_check",
     ),
 }
@@ -235,4 +282,3 @@ def normalize(data: Any) -> tuple[Any, list[tuple[str | None, str, str]]]:
             step["args"] = {}
         steps.append(step)
     return {**data, "steps": steps}, notes
-

@@ -19,6 +19,7 @@ internals, and text such as ``{0.__class__}`` or ``{{ x }}`` is inert.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,12 +61,12 @@ class Reference:
     def __str__(self) -> str:
         out = [self.step]
         for seg in self.path:
-            if isinstance(seg, int):
-                out.append(f".{seg}")
-            elif _is_identifier(seg) and not _is_dunder(seg):
+            if isinstance(seg, int) or (_is_identifier(seg) and not _is_dunder(seg)):
                 out.append(f".{seg}")
             else:
-                out.append("[" + json.dumps(seg, ensure_ascii=False) + "]")
+                # only \\ and \" are escapes in the grammar (json.dumps would write \n, \uXXXX)
+                quoted = seg.replace("\\", "\\\\").replace('"', '\\"')
+                out.append(f'["{quoted}"]')
         return "${" + "".join(out) + "}"
 
 
@@ -98,7 +99,7 @@ class Template:
             if isinstance(part, str):
                 pieces.append(part)
             else:
-                pieces.append(_as_text(resolve_path(outputs, part)))
+                pieces.append(_as_text(resolve_path(outputs, part), part))
         return "".join(pieces)
 
 
@@ -110,10 +111,20 @@ def _is_dunder(s: str) -> bool:
     return len(s) > 4 and s.startswith("__") and s.endswith("__")
 
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
+def _as_text(value: Any, ref: Reference) -> str:
+    if type(value) is str:
         return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_not_json)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ReferenceResolutionError(
+            f"{ref}: the output cannot be written as JSON text: {exc}"
+        ) from None
+
+
+def _not_json(value: Any) -> Any:
+    # json's own default reads ``value.__class__``; type() does not touch the object.
+    raise TypeError(f"a {type(value).__name__} is not JSON data")
 
 
 def parse_template(text: str) -> Template:
@@ -169,13 +180,35 @@ def _clip(s: str, n: int = 40) -> str:
     return repr(s if len(s) <= n else s[:n] + "…")
 
 
+_SIMPLE = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)((?:\.(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8}))*)\}"
+)
+"""The common case (dotted identifiers and indexes), matched in one linear regex step; anything
+else — brackets, errors, limits — goes through the full parser below."""
+
+
 def _parse_at(text: str, start: int) -> tuple[Reference, int]:
     """Parse the reference whose ``${`` is at ``start``; return it and the offset after ``}``."""
+    m = _SIMPLE.match(text, start)
+    if m is not None and m.end() - start <= MAX_REFERENCE_LENGTH:
+        dotted = m.group(2)
+        if not dotted:
+            return Reference(m.group(1)), m.end()
+        segs = dotted[1:].split(".")
+        if len(segs) <= MAX_SEGMENTS and not any(_is_dunder(x) for x in segs):
+            path = tuple(int(x) if x[0] in _DIGITS else x for x in segs)
+            return Reference(m.group(1), path), m.end()
+    return _parse_full(text, start)
+
+
+def _parse_full(text: str, start: int) -> tuple[Reference, int]:
     n = min(len(text), start + MAX_REFERENCE_LENGTH)
     i = start + 2
 
     def fail(msg: str, at: int) -> ReferenceSyntaxError:
-        return ReferenceSyntaxError(f"{msg} at offset {at} in reference {_clip(text[start:])}", position=at)
+        return ReferenceSyntaxError(
+            f"{msg} at offset {at} in reference {_clip(text[start:])}", position=at
+        )
 
     def ident(at: int) -> tuple[str, int]:
         if at >= n or text[at] not in _ID_START:
@@ -255,7 +288,9 @@ def _quoted(text: str, i: int, n: int, fail: Any) -> tuple[str, int]:
     raise fail("unterminated quoted key", i)
 
 
-def iter_references(value: Any, path: tuple[Segment, ...] = ()) -> Iterator[tuple[tuple[Segment, ...], Template]]:
+def iter_references(
+    value: Any, path: tuple[Segment, ...] = ()
+) -> Iterator[tuple[tuple[Segment, ...], Template]]:
     """Yield ``(path, template)`` for every string inside ``value`` that holds a reference.
 
     Raises :class:`ReferenceSyntaxError` for the first malformed one (use the validator to get
@@ -280,23 +315,26 @@ def iter_references(value: Any, path: tuple[Segment, ...] = ()) -> Iterator[tupl
 def resolve_path(outputs: Mapping[str, Any], ref: Reference) -> Any:
     """The value ``ref`` points at, indexing plain dicts and lists only.
 
-    Raises :class:`ReferenceResolutionError` when the step has no output or the path does not
-    exist — a missing value never becomes ``None``.
+    Raises :class:`ReferenceResolutionError` when the step has no output, the path does not
+    exist, or the walk meets something that is not plain JSON data — a missing value never
+    becomes ``None``. Types are tested with ``type()``, never ``isinstance``, so a foreign
+    object is refused without any of its attributes being looked up.
     """
     if ref.step not in outputs:
         raise ReferenceResolutionError(f"{ref}: step '{ref.step}' has no recorded output")
     value = outputs[ref.step]
     for depth, seg in enumerate(ref.path):
-        if isinstance(value, dict):
-            key = seg if isinstance(seg, str) else str(seg)
+        kind = type(value)
+        if kind is dict:
+            key = seg if type(seg) is str else str(seg)
             if key not in value:
                 where = Reference(ref.step, ref.path[:depth])
                 raise ReferenceResolutionError(
                     f"{ref}: the output at {where} has no key {key!r} (keys: {_keys(value)})"
                 )
             value = value[key]
-        elif isinstance(value, list):
-            if not isinstance(seg, int):
+        elif kind is list:
+            if type(seg) is not int:
                 raise ReferenceResolutionError(f"{ref}: {seg!r} indexes a list; use a number")
             if seg >= len(value):
                 raise ReferenceResolutionError(
@@ -304,10 +342,24 @@ def resolve_path(outputs: Mapping[str, Any], ref: Reference) -> Any:
                 )
             value = value[seg]
         else:
+            _require_json(value, ref)
             raise ReferenceResolutionError(
                 f"{ref}: cannot index a {_json_type(value)} with {seg!r}"
             )
+    _require_json(value, ref)
     return value
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _require_json(value: Any, ref: Reference) -> None:
+    kind = type(value)
+    if kind is not dict and kind is not list and kind not in _JSON_SCALARS:
+        raise ReferenceResolutionError(
+            f"{ref}: the output holds a {kind.__name__}, which is not JSON data; tools must"
+            " return plain JSON values"
+        )
 
 
 def _keys(d: dict[str, Any]) -> str:
@@ -316,15 +368,16 @@ def _keys(d: dict[str, Any]) -> str:
 
 
 def _json_type(v: Any) -> str:
+    kind = type(v)
     if v is None:
         return "null"
-    if isinstance(v, bool):
+    if kind is bool:
         return "boolean"
-    if isinstance(v, int | float):
+    if kind is int or kind is float:
         return "number"
-    if isinstance(v, str):
+    if kind is str:
         return "string"
-    return type(v).__name__
+    return kind.__name__
 
 
 def resolve_value(value: Any, outputs: Mapping[str, Any]) -> Any:
@@ -345,9 +398,26 @@ def resolve_value(value: Any, outputs: Mapping[str, Any]) -> Any:
 
 
 def copy_json(value: Any) -> Any:
-    """A deep copy of plain JSON data (dicts and lists are copied; scalars are immutable)."""
-    if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_json(v) for v in value]
-    return value
+    """A deep copy of plain JSON data (dicts and lists are copied; scalars are immutable).
+
+    Iterative, so deeply nested outputs cannot exhaust the stack.
+    """
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return value
+    root: Any = {} if kind is dict else []
+    stack: list[tuple[Any, Any]] = [(value, root)]
+    while stack:
+        src, dst = stack.pop()
+        items = src.items() if type(src) is dict else enumerate(src)
+        for k, v in items:
+            vk = type(v)
+            if vk is dict or vk is list:
+                child: Any = {} if vk is dict else []
+                stack.append((v, child))
+                v = child
+            if type(dst) is dict:
+                dst[k] = v
+            else:
+                dst.append(v)
+    return root

@@ -1,0 +1,206 @@
+"""Validation cost: ``planrail.validate`` on generated valid plans of 100 to 100,000 steps.
+
+Each plan mixes tool calls and LLM steps; most steps reference one or two earlier steps (a whole
+value, a typed field through a list index, and an embedded reference inside text), declare them in
+``depends_on``, and call tools from a registry whose input and output schemas are checked. Every
+size is validated several times (after one unmeasured warm-up) and the median is reported, with
+microseconds per step and the growth ratio for each tenfold size step: a linear validator grows
+about 10× (the target is at most 12×).
+
+Times are CPU seconds of this process (``time.process_time``): on a shared machine wall time
+swings by 2× with other people's jobs, CPU time barely moves. Each size is measured twice: with
+the garbage collector paused during the call, as ``timeit`` does by default — the validator's
+own cost, which is what the linearity target judges — and with it running, as in real use.
+CPython's full collections traverse every live object, and a 100,000-step plan keeps a few
+million alive, so the second figure grows faster than the first for reasons outside the
+validator; both are printed and written to ``bench/results/validation.json``.
+
+Because even CPU time is disturbed on a busy machine (caches are shared), the number of Python
+function calls one validation makes is counted too (``cProfile``): it does not depend on load,
+and a linear validator makes the same number of calls per step at every size.
+
+    python -m bench.validation [--quick] [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import random
+import statistics
+import time
+from typing import Any
+
+from bench.report import table, write_json
+from planrail.plan.loader import PlanLimits
+from planrail.plan.tools import ToolRegistry, ToolSpec
+from planrail.plan.validate import validate
+
+SIZES = (100, 1_000, 10_000, 100_000)
+QUICK_SIZES = (100, 1_000, 10_000)
+TARGET_GROWTH = 12.0
+
+_ITEMS = {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}}}}
+_RESULT = {
+    "type": "object",
+    "properties": {"body": {"type": "string"}, "items": _ITEMS, "score": {"type": "number"}},
+    "required": ["body", "items"],
+}
+TOOLS = ToolRegistry(
+    [
+        ToolSpec(
+            name="fetch",
+            input_schema={
+                "type": "object",
+                "properties": {"url": {"type": "string"}, "retries": {"type": "integer"}},
+                "required": ["url"],
+            },
+            output_schema=_RESULT,
+            side_effects="none",
+        ),
+        ToolSpec(
+            name="combine",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "item_id": {"type": "integer"},
+                    "note": {"type": "string"},
+                    "mode": {"type": "string", "enum": ["fast", "careful"]},
+                },
+                "required": ["text", "mode"],
+            },
+            output_schema=_RESULT,
+        ),
+    ]
+    + [ToolSpec(name=f"tool_{i}") for i in range(50)]  # a realistic catalog size
+)
+
+
+def generate(n: int, seed: int = 1) -> dict[str, Any]:
+    """A valid plan of ``n`` steps: references mostly to nearby steps, some to any earlier one."""
+    rng = random.Random(seed)
+    steps: list[dict[str, Any]] = []
+    for i in range(n):
+        sid = f"s{i}"
+        if i < 3 or rng.random() < 0.1:
+            steps.append({"id": sid, "tool": "fetch", "args": {"url": f"https://example.com/{i}"}})
+            continue
+        near = f"s{rng.randrange(max(0, i - 20), i)}"
+        far = f"s{rng.randrange(i)}"
+        if rng.random() < 0.1:
+            steps.append(
+                {
+                    "id": sid,
+                    "action": "llm_call",
+                    "prompt": f"Summarise ${{{near}.body}} for the report.",
+                    "output_schema": _RESULT,
+                    "depends_on": [near],
+                }
+            )
+            continue
+        steps.append(
+            {
+                "id": sid,
+                "tool": "combine",
+                "args": {
+                    "text": f"${{{near}.body}}",
+                    "item_id": f"${{{far}.items.0.id}}",
+                    "note": f"from ${{{near}.body}} and ${{{far}}}",
+                    "mode": "fast",
+                },
+                "depends_on": sorted({near, far}),
+            }
+        )
+    return {"goal": f"benchmark plan of {n} steps", "steps": steps, "output": "${s0.body}"}
+
+
+LIMITS = PlanLimits(max_steps=1_000_000, max_plan_bytes=1 << 30, max_nodes=100_000_000)
+
+
+def _cpu_seconds(plan: dict[str, Any], gc_enabled: bool) -> float:
+    gc.collect()
+    if not gc_enabled:
+        gc.disable()
+    try:
+        start = time.process_time()
+        validate(plan, TOOLS, limits=LIMITS)
+        return time.process_time() - start
+    finally:
+        gc.enable()
+
+
+def measure(n: int, repeats: int) -> dict[str, Any]:
+    plan = generate(n)
+    report = validate(plan, TOOLS, limits=LIMITS)  # warm-up, and a check that the plan is valid
+    if not report.valid:
+        raise SystemExit(f"generated plan of {n} steps is invalid: {report.errors[:3]}")
+    profile = cProfile.Profile()
+    profile.runcall(validate, plan, TOOLS, limits=LIMITS)
+    row: dict[str, Any] = {
+        "steps": n,
+        "repeats": repeats,
+        "calls": pstats.Stats(profile).total_calls,
+    }
+    for key, gc_enabled in (("gc_off", False), ("gc_on", True)):
+        times = [_cpu_seconds(plan, gc_enabled) for _ in range(repeats)]
+        median = statistics.median(times)
+        row[key] = {"median_cpu_s": median, "cpu_s": times, "us_per_step": median / n * 1e6}
+    return row
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="sizes up to 10,000 (CI smoke)")
+    parser.add_argument("--repeats", type=int, default=None)
+    args = parser.parse_args(argv)
+    sizes = QUICK_SIZES if args.quick else SIZES
+    print("validation: planrail.validate on generated valid plans (median CPU seconds)")
+    rows: list[dict[str, Any]] = []
+    for n in sizes:
+        repeats = args.repeats or (3 if args.quick or n >= 100_000 else 5)
+        row = measure(n, repeats)
+        if rows:
+            row["calls_growth"] = row["calls"] / rows[-1]["calls"]
+            for key in ("gc_off", "gc_on"):
+                row[key]["growth"] = row[key]["median_cpu_s"] / rows[-1][key]["median_cpu_s"]
+        rows.append(row)
+        print(f"  {n:>7,} steps measured", flush=True)
+
+    def cells(r: dict[str, Any]) -> list[Any]:
+        growth = r.get("growth")
+        return [r["median_cpu_s"], r["us_per_step"], f"{growth:.1f}x" if growth else None]
+
+    body = [
+        [f"{r['steps']:,}", r["repeats"], *cells(r["gc_off"]), *cells(r["gc_on"]),
+         round(r["calls"] / r["steps"]), f"{r['calls_growth']:.1f}x" if rows.index(r) else None]
+        for r in rows
+    ]  # fmt: skip
+    headers = ["steps", "repeats", "cpu s", "us/step", "growth", "cpu s (gc on)",
+               "us/step (gc on)", "growth (gc on)", "calls/step", "calls growth"]  # fmt: skip
+    print(table(headers, body))
+    worst = max((r["gc_off"]["growth"] for r in rows[1:]), default=0.0)
+    worst_gc = max((r["gc_on"]["growth"] for r in rows[1:]), default=0.0)
+    worst_calls = max((r["calls_growth"] for r in rows[1:]), default=0.0)
+    verdict = "linear" if worst <= TARGET_GROWTH else "NOT linear"
+    print(
+        f"\nworst growth per 10x (target <= {TARGET_GROWTH:.0f}x): calls {worst_calls:.1f}x;"
+        f" CPU time {worst:.1f}x with the collector paused ({verdict}), {worst_gc:.1f}x with it"
+        " running"
+    )
+    payload = {
+        "target_growth": TARGET_GROWTH,
+        "worst_growth": worst,
+        "worst_growth_gc_on": worst_gc,
+        "worst_calls_growth": worst_calls,
+        "rows": rows,
+    }
+    path = write_json("validation", args.quick, payload)
+    print(f"results: {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

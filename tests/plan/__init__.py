@@ -1,0 +1,1 @@
+"""Tests of the plan layer: model, references, tools, catalogs, graph, validation, repair."""
