@@ -208,3 +208,30 @@ def test_bad_catalog_files_raise_tool_load_error(
         path.write_text(content, encoding="utf-8")
     with pytest.raises(ToolLoadError, match=fragment):
         load_catalog(path)
+
+
+@pytest.mark.parametrize(
+    ("extra", "word"),
+    [
+        ({"secret_params": "card"}, "secret_params"),
+        ({"resource": 3}, "resource"),
+        ({"requires_approval": "yes"}, "requires_approval"),
+        ({"estimated_duration": -1}, "estimated_duration"),
+        ({"timeout": True}, "timeout"),
+        ({"retry": [1]}, "retry"),
+    ],
+)
+def test_x_planrail_values_are_type_checked(extra: dict[str, Any], word: str) -> None:
+    """Wrongly typed ``x-planrail`` metadata is refused with the field named, never coerced
+    (a string of secret parameter names must not become a set of letters)."""
+    entry = {"name": "t", "inputSchema": {"type": "object"}, "x-planrail": extra}
+    with pytest.raises(ToolLoadError, match=word):
+        parse_catalog([entry])
+
+
+def test_an_edited_tools_file_is_loaded_again(tmp_path: Path) -> None:
+    """Loading a ``.py`` tools file after editing it gives the new tools, not a cached module."""
+    path = _write(tmp_path, "mytools.py", TOOLS_SOURCE)
+    assert {t.name for t in load_tools(str(path))} == {"greet", "shout"}
+    path.write_text(TOOLS_SOURCE.replace("def greet", "def welcome") + "\n", encoding="utf-8")
+    assert {t.name for t in load_tools(str(path))} == {"welcome", "shout"}

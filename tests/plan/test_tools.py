@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 import typing
 from typing import Any
 
@@ -231,20 +230,20 @@ def test_registry_holds_tools_and_specs_by_name() -> None:
         reg.add(count.fn)  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    sys.version_info < (3, 12),
-    reason="pydantic refuses typing.TypedDict before Python 3.12; planrail.tool should accept it"
-    " (the design promises TypedDict returns) — use typing_extensions.TypedDict meanwhile",
-    raises=ToolDefinitionError,
-    strict=True,
-)
+class PlainRow(typing.TypedDict):
+    key: str
+    count: int
+
+
 def test_typing_typeddict_return_is_accepted() -> None:
-    """A ``typing.TypedDict`` return annotation gives an output schema on every Python version."""
+    """A ``typing.TypedDict`` return annotation gives an output schema on every Python version,
+    with its fields declared, and outputs are converted to plain JSON."""
 
-    class Row(typing.TypedDict):
-        key: str
+    def rows() -> list[PlainRow]:
+        return [{"key": "k", "count": 1}]
 
-    def rows() -> Row:
-        return {"key": "k"}
-
-    assert tool(rows).spec.output_schema is not None
+    t = tool(rows)
+    schema = t.spec.output_schema
+    assert schema is not None
+    assert schema["$defs"]["PlainRow"]["required"] == ["key", "count"]
+    assert t.dump_output([{"key": "k", "count": 1}]) == [{"key": "k", "count": 1}]

@@ -32,7 +32,9 @@ def load_tools(target: str) -> list[Tool]:
         if target.endswith(".py") or path.is_file():
             if not path.is_file():
                 raise ToolLoadError(f"--tools {target}: no such file")
-            digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+            stat = path.stat()  # a file edited since it was loaded is loaded again
+            key = f"{path.resolve()}:{stat.st_mtime_ns}:{stat.st_size}"
+            digest = hashlib.sha1(key.encode()).hexdigest()[:10]
             mod_name = f"_planrail_tools_{path.stem}_{digest}"
             module = sys.modules.get(mod_name)
             if module is None:
@@ -56,7 +58,9 @@ def load_tools(target: str) -> list[Tool]:
     except ModuleNotFoundError as exc:
         raise ToolLoadError(f"--tools {target}: module not found ({exc.name})") from exc
     except SyntaxError as exc:
-        raise ToolLoadError(f"--tools {target}: syntax error at line {exc.lineno}: {exc.msg}") from exc
+        raise ToolLoadError(
+            f"--tools {target}: syntax error at line {exc.lineno}: {exc.msg}"
+        ) from exc
     except Exception as exc:
         raise ToolLoadError(
             f"--tools {target}: importing it raised {type(exc).__name__}: {exc}"
@@ -90,7 +94,7 @@ def parse_catalog(data: Any, *, source: str = "catalog") -> list[ToolSpec]:
     if isinstance(data, dict) and "tools" in data:
         data = data["tools"]
     if not isinstance(data, list):
-        raise ToolLoadError(f"{source}: expected a list of tools or {{\"tools\": [...]}}")
+        raise ToolLoadError(f'{source}: expected a list of tools or {{"tools": [...]}}')
     specs: list[ToolSpec] = []
     seen: set[str] = set()
     for i, entry in enumerate(data):
@@ -140,19 +144,40 @@ def _entry(entry: Any, where: str) -> ToolSpec:
     if side not in _SIDE_EFFECTS:
         raise ToolLoadError(f"{where}: side_effects must be one of {_SIDE_EFFECTS}, got {side!r}")
     side_effects: SideEffects = side
-    timeout = extra.get("timeout")
-    if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-        raise ToolLoadError(f"{where}: timeout must be a positive number of seconds")
+    timeout = _typed(extra, "timeout", float, where, positive=True)
+    secrets = extra.get("secret_params", [])
+    if not isinstance(secrets, list) or not all(isinstance(x, str) for x in secrets):
+        raise ToolLoadError(f"{where}: x-planrail.secret_params must be a list of parameter names")
+    retry = extra.get("retry")
+    if retry is not None and not isinstance(retry, dict):
+        raise ToolLoadError(f"{where}: x-planrail.retry must be an object (a retry policy)")
     return ToolSpec(
         name=name,
         description=desc,
         input_schema=input_schema,
         output_schema=output_schema,
         side_effects=side_effects,
-        retry=extra.get("retry"),
+        retry=retry,
         timeout=timeout,
-        resource=extra.get("resource"),
-        requires_approval=extra.get("requires_approval"),
-        secret_params=frozenset(extra.get("secret_params", ())),
-        estimated_duration=extra.get("estimated_duration"),
+        resource=_typed(extra, "resource", str, where),
+        requires_approval=_typed(extra, "requires_approval", bool, where),
+        secret_params=frozenset(secrets),
+        estimated_duration=_typed(extra, "estimated_duration", float, where, positive=True),
     )
+
+
+def _typed(extra: dict[str, Any], key: str, kind: type, where: str, positive: bool = False) -> Any:
+    """``extra[key]`` checked to be of ``kind`` (numbers: int or float; optionally > 0)."""
+    value = extra.get(key)
+    if value is None:
+        return None
+    if kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = ok and (not positive or value > 0)
+        what = "a positive number" if positive else "a number"
+    else:
+        ok = isinstance(value, kind)
+        what = {str: "a string", bool: "true or false"}.get(kind, kind.__name__)
+    if not ok:
+        raise ToolLoadError(f"{where}: x-planrail.{key} must be {what}, got {value!r}")
+    return value

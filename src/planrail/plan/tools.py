@@ -8,6 +8,7 @@ step's context and is not part of the input schema.
 from __future__ import annotations
 
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -15,10 +16,13 @@ from typing import Any, Literal, overload
 
 import pydantic
 import pydantic_core
+import typing_extensions
 
 from planrail.errors import ToolDefinitionError, UnknownToolError
+from planrail.plan.secrets import is_secret_type
 
 __all__ = [
+    "Sensitivity",
     "SideEffects",
     "StepContext",
     "Tool",
@@ -35,6 +39,14 @@ SideEffects = Literal["none", "idempotent", "keyed", "unsafe"]
   as running it once.
 - ``keyed``: changes the world and honours the idempotency key it is given (``StepContext``).
 - ``unsafe``: changes the world and may do so twice (the conservative default).
+"""
+
+Sensitivity = Literal["public", "private", "secret"]
+"""How sensitive a tool's *output* is (see ``docs/security.md``).
+
+- ``public``: nothing special (the default).
+- ``private``: personal or confidential data; security rules can match it as ``private``.
+- ``secret``: credentials; the whole output is redacted wherever planrail writes it.
 """
 
 
@@ -78,6 +90,8 @@ class ToolSpec:
     """Parameters whose values are never written in clear to stores, traces or logs."""
     estimated_duration: float | None = None
     """Typical seconds per call, used to put the longest remaining path first."""
+    sensitivity: Sensitivity = "public"
+    """How sensitive the tool's output is, for security policies and redaction."""
 
     @property
     def honours_idempotency_key(self) -> bool:
@@ -160,6 +174,7 @@ def tool(
     requires_approval: bool | None = None,
     secret_params: Iterable[str] = (),
     estimated_duration: float | None = None,
+    sensitivity: Sensitivity = "public",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -176,6 +191,7 @@ def tool(
     requires_approval: bool | None = None,
     secret_params: Iterable[str] = (),
     estimated_duration: float | None = None,
+    sensitivity: Sensitivity = "public",
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a sync or async function a planrail tool.
 
@@ -194,6 +210,7 @@ def tool(
             requires_approval=requires_approval,
             secret_params=frozenset(secret_params),
             estimated_duration=estimated_duration,
+            sensitivity=sensitivity,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -211,6 +228,7 @@ def _build_tool(
     requires_approval: bool | None,
     secret_params: frozenset[str],
     estimated_duration: float | None,
+    sensitivity: Sensitivity = "public",
 ) -> Tool:
     if not callable(f):
         raise ToolDefinitionError(f"@tool needs a function, got {f!r}")
@@ -220,11 +238,17 @@ def _build_tool(
         )
     if timeout is not None and timeout <= 0:
         raise ToolDefinitionError(f"timeout must be > 0 seconds, got {timeout!r}")
+    if sensitivity not in typing.get_args(Sensitivity):
+        raise ToolDefinitionError(
+            f"sensitivity must be one of {typing.get_args(Sensitivity)}, got {sensitivity!r}"
+        )
     tool_name = name or getattr(f, "__name__", None)
     if not tool_name:
         raise ToolDefinitionError(f"cannot name tool {f!r}; pass name=...")
     try:
-        hints = typing.get_type_hints(f, include_extras=True)
+        hints = {
+            k: _compatible(v) for k, v in typing.get_type_hints(f, include_extras=True).items()
+        }
     except Exception as exc:  # unresolvable forward references
         raise ToolDefinitionError(
             f"tool {tool_name!r}: cannot read its annotations: {exc}"
@@ -245,6 +269,8 @@ def _build_tool(
             continue
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, default)
+    # a parameter annotated planrail.Secret / pydantic.SecretStr is a secret without saying so
+    secret_params = secret_params | {p for p, (ann, _) in fields.items() if is_secret_type(ann)}
     unknown_secrets = secret_params - set(fields)
     if unknown_secrets:
         raise ToolDefinitionError(
@@ -285,10 +311,52 @@ def _build_tool(
         requires_approval=requires_approval,
         secret_params=secret_params,
         estimated_duration=estimated_duration,
+        sensitivity=sensitivity,
     )
     ret = hints.get("return")
     scalar = ret if ret in (str, int, bool) else None
     return Tool(f, spec, context_param, model, adapter, scalar)
+
+
+def _compatible(tp: Any) -> Any:
+    """``tp`` with every ``typing.TypedDict`` replaced by an equal ``typing_extensions`` one.
+
+    Before Python 3.12 Pydantic only accepts ``typing_extensions.TypedDict``; users write
+    ``typing.TypedDict``, so the conversion happens here (recursively, through generics).
+    """
+    if sys.version_info >= (3, 12):
+        return tp
+    if typing.is_typeddict(tp) and not _is_te_typeddict(tp):
+        fields = {
+            k: _compatible(v) for k, v in typing.get_type_hints(tp, include_extras=True).items()
+        }
+        required = getattr(tp, "__required_keys__", frozenset(fields))
+        annotated = {
+            k: v if k in required else typing_extensions.NotRequired[v] for k, v in fields.items()
+        }
+        return typing_extensions.TypedDict(tp.__name__, annotated)  # type: ignore[operator]
+    args = typing.get_args(tp)
+    origin = typing.get_origin(tp)
+    if args and origin is not None and origin is not typing.Literal:
+        new = tuple(_compatible(a) for a in args)
+        if new != args:
+            if origin is typing.Annotated:
+                return typing.Annotated[new]
+            try:
+                return tp.copy_with(new)
+            except AttributeError:  # PEP 585 generics such as list[...]
+                return origin[new] if len(new) > 1 else origin[new[0]]
+    return tp
+
+
+_TE_TYPEDDICT_META = type(typing_extensions.TypedDict("_Probe", {}))  # type: ignore[operator]
+
+
+_TE_TYPEDDICT_META = type(typing_extensions.TypedDict("_Probe", {}))  # type: ignore[operator]
+
+
+def _is_te_typeddict(tp: Any) -> bool:
+    return type(tp) is _TE_TYPEDDICT_META
 
 
 def _camel(name: str) -> str:
