@@ -1,3 +1,31 @@
 """Shared fixtures. PostgreSQL fixtures come from ``conftest_pg`` (see scripts/test-services.sh)."""
 
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterator
+
+import pytest
+
 pytest_plugins = ["conftest_pg"]
+
+
+@pytest.fixture(autouse=True)
+def _owned_event_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Give each sync test an event loop that the test closes itself.
+
+    looptime's pytest hook calls ``policy.get_event_loop()`` before every test, which creates a
+    loop when none is set; a sync test that then calls ``asyncio.run`` (directly, or through the
+    CLI) replaces that loop without closing it, and the garbage collector's ResourceWarning later
+    fails an unrelated test under ``filterwarnings = error``. Async tests are left to
+    pytest-asyncio.
+    """
+    if inspect.iscoroutinefunction(getattr(request.node, "function", None)):
+        yield
+        return
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    asyncio.set_event_loop(None)
+    loop.close()

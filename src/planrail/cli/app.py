@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import json
 import sys
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from planrail.cli.render import print_issues, print_plan, print_result
 from planrail.clock import SYSTEM_CLOCK
@@ -21,6 +23,7 @@ from planrail.plan.catalog import load_catalog, load_tools
 from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import ValidationReport, validate
+from planrail.policies.security import CallApprovalRequest, SecurityPolicy
 from planrail.store import Store, open_store
 
 __all__ = ["ExitCode", "app", "main"]
@@ -69,6 +72,9 @@ StoreOpt = Annotated[
     ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+TraceOpt = Annotated[
+    Path | None, typer.Option("--trace", help="Append the run's events to this JSON Lines file.")
+]
 
 
 def _out(json_mode: bool) -> Console:
@@ -77,7 +83,7 @@ def _out(json_mode: bool) -> Console:
 
 
 def _fail(console: Console, message: str, code: ExitCode) -> typer.Exit:
-    console.print(f"[red]error:[/] {message}", highlight=False)
+    console.print(f"[red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(int(code))
 
 
@@ -226,6 +232,19 @@ def run_cmd(
     store: StoreOpt = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve without asking.")] = False,
     quiet: QuietOpt = False,
+    trace: TraceOpt = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option("--policy", help="Security policy file (JSON/YAML); see docs/security.md."),
+    ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Strict security: side-effecting tools need an allow rule, and their arguments"
+            " from tool or LLM output need approval at run time.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Validate, approve and execute a plan by dependency (exit 1 if a step failed).
@@ -242,6 +261,7 @@ def run_cmd(
         _report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
     assert report.plan is not None
+    security = _security_policy(policy, strict, console)
     the_store = open_store_or_exit(store, console)
     existing = the_store.get_run(run_id) if run_id else None
     approval = existing.approval if existing is not None else None
@@ -260,10 +280,45 @@ def run_cmd(
         failure_mode="fail_fast" if fail_fast else "continue",
         store=the_store,
         approval=approval,
+        security=security,
+        approve_call=_ask_call(console) if security is not None else None,
     )
+    from planrail.cli.progress import attach_observers
+
+    attach_observers(execution, trace, console)
     result = execute(execution, console, quiet=quiet or json_out)
     emit_result(result, console, json_out=json_out)
     raise typer.Exit(exit_code(result))
+
+
+def _security_policy(path: Path | None, strict: bool, console: Console) -> SecurityPolicy | None:
+    """The ``--policy`` file (with ``--strict`` forcing strict mode), or None; exit 2 if bad."""
+    if path is None and not strict:
+        return None
+    try:
+        found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
+    except PlanrailError as exc:
+        raise _fail(console, f"{path}: {exc.message}", ExitCode.USAGE) from None
+    return dataclasses.replace(found, strict=True) if strict else found
+
+
+def _ask_call(console: Console) -> Any:
+    """Runtime approval of one tool call: asked on the terminal; refused without one (--yes
+    approves the plan, never a call the security policy holds back)."""
+
+    def ask(request: CallApprovalRequest) -> bool:
+        if not sys.stdin.isatty():
+            return False
+        console.print(
+            f"step [bold]{request.step_id}[/] calls [bold]{request.tool}[/]:"
+            f" {request.decision.reason}"
+        )
+        console.print_json(json.dumps(request.args, ensure_ascii=False, default=str))
+        return typer.confirm(
+            f"Allow this call ({request.args_hash[:19]}…)?", default=False, err=True
+        )
+
+    return ask
 
 
 def open_store_or_exit(url: str | None, console: Console) -> Store:
@@ -298,8 +353,10 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         return app(args=argv, prog_name="planrail")
     except PlanrailError as exc:  # anything not handled by a command: one line, never a traceback
-        Console(stderr=True).print(f"[red]error:[/] {exc.message}", highlight=False)
+        Console(stderr=True).print(f"[red]error:[/] {escape(exc.message)}", highlight=False)
         sys.exit(ExitCode.USAGE)
 
 
+from planrail.cli import inspect_cmd as _inspect_cmd  # noqa: E402,F401  (registers its commands)
+from planrail.cli import plan_cmd as _plan_cmd  # noqa: E402,F401  (registers the command)
 from planrail.cli import runs_cmd as _runs_cmd  # noqa: E402,F401  (registers its commands)

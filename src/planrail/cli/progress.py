@@ -1,11 +1,17 @@
-"""Live progress for ``planrail run``: a table that updates in place on a terminal, one line per
-event otherwise. It is an :class:`~planrail.types.Observer`, like any other."""
+"""What the command line watches a run with: live progress, a trace file, OpenTelemetry.
+
+Progress is a table that updates in place on a terminal, one line per event otherwise, nothing
+with ``--quiet``. Each display is an :class:`~planrail.types.Observer`, like any other: it only
+records state when an event arrives (O(1)); the table is drawn at most 8 times a second.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -13,8 +19,9 @@ from rich.text import Text
 from planrail.cli.render import STATUS_STYLE
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.events import Event, EventType
+from planrail.types import Clock
 
-__all__ = ["LineProgress", "LiveProgress", "make_progress"]
+__all__ = ["LineProgress", "LiveProgress", "attach_observers", "make_progress"]
 
 E = EventType
 _STATUS_OF = {
@@ -27,81 +34,157 @@ _STATUS_OF = {
     E.STEP_CANCELLED: "cancelled",
     E.STEP_IN_DOUBT: "in_doubt",
 }
+_ORDER = ("running", "succeeded", "failed", "skipped", "cancelled", "in_doubt", "pending")
+
+
+def _detail(event: Event) -> str:
+    data = event.data
+    if event.type == E.RETRY_SCHEDULED:
+        return f"retrying in {float(data.get('delay') or 0.0):.2f}s"
+    if event.type == E.STEP_DEGRADED:
+        return "degraded: " + str(data.get("reason") or "its fallback was used")
+    if event.type == E.STEP_RESTORED:
+        return "restored from the checkpoint"
+    error = data.get("error") if isinstance(data.get("error"), dict) else None
+    return str(data.get("reason") or (error or {}).get("message") or "")
 
 
 class LiveProgress:
-    """Per-step state, counts and elapsed time, redrawn in place."""
+    """Per-step state, counts, retries, tokens and elapsed time, redrawn in place.
 
-    def __init__(self, console: Console, step_ids: list[str], max_rows: int = 30) -> None:
+    With many steps, the rows shown are the running, failed and most recent ones.
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        step_ids: list[str],
+        max_rows: int = 30,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        auto_refresh: bool = True,
+    ) -> None:
         self.console = console
+        self.clock = clock
         self.states = dict.fromkeys(step_ids, "pending")
+        self.counts = {"pending": len(self.states)}
         self.started: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.details: dict[str, str] = {}
-        self.t0 = SYSTEM_CLOCK.now()
+        self.recent: dict[str, None] = {}
+        """Steps by last change, oldest first (a dict as an ordered set)."""
+        self.retries = 0
+        self.tokens = [0, 0]
+        self.t0: float | None = None
+        self.t_end: float | None = None
+        self.run_status: str | None = None
         self.max_rows = max_rows
-        self.live = Live(self._render(), console=console, refresh_per_second=8, transient=False)
+        self._last: RenderableType = Text("")
+        self.live = Live(
+            console=console,
+            get_renderable=self.render,
+            refresh_per_second=8,
+            auto_refresh=auto_refresh,
+            transient=False,
+        )
 
     def __enter__(self) -> LiveProgress:
         self.live.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.live.update(self._render())
+        self.live.refresh()
         self.live.__exit__(*exc)
 
     def on_event(self, event: Event) -> None:
-        status = _STATUS_OF.get(event.type)
-        if status is None or event.step_id is None:
+        if event.type == E.RUN_STARTED:
+            self.t0 = event.at
             return
-        now = event.at
-        self.states[event.step_id] = status
+        if event.type == E.RUN_FINISHED:
+            self.t_end, self.run_status = event.at, str(event.data.get("status"))
+            return
+        if event.step_id is None:
+            return
+        sid = event.step_id
+        if event.type == E.RETRY_SCHEDULED:
+            self.retries += 1
+        usage = event.data.get("usage") or {}
+        self.tokens[0] += int(usage.get("input_tokens", 0))
+        self.tokens[1] += int(usage.get("output_tokens", 0))
+        detail = _detail(event)
+        if detail:
+            self.details[sid] = detail
+        status = _STATUS_OF.get(event.type)
+        if status is None:
+            return
+        old = self.states.get(sid)
+        if old is not None:
+            self.counts[old] -= 1
+        self.states[sid] = status
+        self.counts[status] = self.counts.get(status, 0) + 1
         if status == "running":
-            self.started[event.step_id] = now
+            self.started[sid] = event.at
         else:
-            self.ended[event.step_id] = now
-            reason = event.data.get("reason") or (event.data.get("error") or {}).get("message")
-            if reason:
-                self.details[event.step_id] = str(reason)
-        self.live.update(self._render())
+            self.ended[sid] = event.at
+        self.recent.pop(sid, None)
+        self.recent[sid] = None
+
+    def _rows(self) -> list[str]:
+        if len(self.states) <= self.max_rows:
+            return list(self.states)
+        urgent = [s for s, st in self.states.items() if st in ("running", "failed", "in_doubt")]
+        chosen = dict.fromkeys(urgent[: self.max_rows])
+        for sid in reversed(list(self.recent)):
+            if len(chosen) >= self.max_rows:
+                break
+            chosen.setdefault(sid, None)
+        return [s for s in self.states if s in chosen]
+
+    def render(self) -> RenderableType:
+        """The current table (called by the display's refresh, never per event)."""
+        # A dict may change size under the refresh thread: then keep the last table.
+        with contextlib.suppress(RuntimeError):
+            self._last = self._render()
+        return self._last
 
     def _render(self) -> Group:
-        now = SYSTEM_CLOCK.now()
+        now = self.t_end if self.t_end is not None else self.clock.now()
         table = Table(box=None, pad_edge=False, show_header=False)
         table.add_column("", width=2)
         table.add_column("step")
         table.add_column("status")
         table.add_column("time", justify="right")
         table.add_column("")
-        rows = list(self.states.items())
-        if len(rows) > self.max_rows:  # keep the interesting ones on screen
-            rows = [r for r in rows if r[1] not in ("pending", "succeeded")][: self.max_rows]
-        for sid, status in rows:
+        for sid in self._rows():
+            status = self.states[sid]
             icon, style = STATUS_STYLE[status]
             t = ""
             if sid in self.started:
                 t = f"{self.ended.get(sid, now) - self.started[sid]:.1f}s"
-            table.add_row(
-                Text(icon, style),
-                sid,
-                Text(status, style),
-                t,
-                Text(self.details.get(sid, ""), "dim"),
-            )
-        counts: dict[str, int] = {}
-        for s in self.states.values():
-            counts[s] = counts.get(s, 0) + 1
-        summary = "  ".join(f"{k} {v}" for k, v in counts.items())
-        head = Text(f"{summary}   elapsed {now - self.t0:.1f}s", style="bold")
-        return Group(head, table)
+            detail = Text(self.details.get(sid, ""), "dim")
+            table.add_row(Text(icon, style), sid, Text(status, style), t, detail)
+        parts = [f"{k} {self.counts[k]}" for k in _ORDER if self.counts.get(k)]
+        if self.retries:
+            parts.append(f"retries {self.retries}")
+        if any(self.tokens):
+            parts.append(f"tokens {self.tokens[0]}→{self.tokens[1]}")
+        elapsed = now - self.t0 if self.t0 is not None else 0.0
+        head = "  ".join(parts) + f"   elapsed {elapsed:.1f}s"
+        if self.run_status is not None:
+            head = f"run {self.run_status}   " + head
+        hidden = len(self.states) - table.row_count
+        rows: list[RenderableType] = [Text(head, style="bold"), table]
+        if hidden > 0:
+            rows.append(Text(f"… {hidden} more step(s)", "dim"))
+        return Group(*rows)
 
 
 class LineProgress:
-    """One line per step event, for logs and pipes."""
+    """One line per event, for logs and pipes: ``elapsed icon step status (duration): detail``."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.t0 = SYSTEM_CLOCK.now()
+        self.t0: float | None = None
 
     def __enter__(self) -> LineProgress:
         return self
@@ -110,20 +193,34 @@ class LineProgress:
         return None
 
     def on_event(self, event: Event) -> None:
-        status = _STATUS_OF.get(event.type)
-        if status is None:
+        if self.t0 is None:
+            self.t0 = event.at
+        elapsed = event.at - self.t0
+        if event.type == E.RUN_FINISHED:
+            error = f": {event.data['error']}" if event.data.get("error") else ""
+            self._line(f"{elapsed:7.2f}s run {event.data.get('status')}{error}")
             return
-        icon, _ = STATUS_STYLE[status]
+        status: str | None = _STATUS_OF.get(event.type)
+        if event.type == E.ATTEMPT_FAILED:
+            status, icon = f"attempt {event.attempt or '?'} failed", "!"
+        elif event.type == E.RETRY_SCHEDULED:
+            status, icon = "retry", "↻"
+        elif status is None:
+            return
+        else:
+            icon = STATUS_STYLE[status][0]
+            if event.type == E.STEP_DEGRADED:
+                status = "succeeded"
         extra = ""
         if "duration" in event.data:
-            extra = f" ({event.data['duration']:.2f}s)"
-        reason = event.data.get("reason") or (event.data.get("error") or {}).get("message")
-        if reason:
-            extra += f": {reason}"
-        elapsed = event.at - self.t0
-        self.console.print(
-            f"{elapsed:7.2f}s {icon} {event.step_id} {status}{extra}", highlight=False, markup=False
-        )
+            extra = f" ({float(event.data['duration']):.2f}s)"
+        detail = _detail(event)
+        if detail:
+            extra += f": {detail}"
+        self._line(f"{elapsed:7.2f}s {icon} {event.step_id} {status}{extra}")
+
+    def _line(self, text: str) -> None:
+        self.console.print(text, highlight=False, markup=False, soft_wrap=True)
 
 
 class _Quiet:
@@ -144,3 +241,32 @@ def make_progress(console: Console, step_ids: list[str], *, quiet: bool) -> Any:
     if console.is_terminal:
         return LiveProgress(console, step_ids)
     return LineProgress(console)
+
+
+def attach_observers(execution: Any, trace: Path | None, console: Console) -> None:
+    """Add what the command line was asked to watch ``execution`` with, before it runs.
+
+    ``trace``: a JSON Lines trace file (appended to). OpenTelemetry: when the standard
+    ``OTEL_*`` variables ask for it (see :func:`planrail.observe.otel_config.configure_from_env`); a
+    missing ``[otel]`` extra is a usage error (exit 2) saying how to install it.
+    """
+    import typer
+    from rich.markup import escape
+
+    from planrail.errors import PlanrailError
+    from planrail.observe.otel_config import configure_from_env
+    from planrail.observe.trace import TraceWriter
+
+    try:
+        otel = configure_from_env()
+    except PlanrailError as exc:
+        console.print(f"[red]error:[/] {escape(exc.message)}", highlight=False)
+        raise typer.Exit(2) from None
+    if otel is not None:
+        otel.attach(execution)
+    if trace is not None:
+        try:
+            TraceWriter(trace).attach(execution)
+        except OSError as exc:
+            console.print(f"[red]error:[/] --trace {escape(str(trace))}: {exc.strerror}")
+            raise typer.Exit(2) from None

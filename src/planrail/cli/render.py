@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -111,15 +112,15 @@ def print_result(console: Console, result: RunResult, order: Iterable[str] | Non
             else "—"
         )
         if r.error:
-            detail = f"[red]{r.error['type']}: {r.error['message']}[/]"
+            detail = f"[red]{escape(str(r.error['type']))}: {escape(str(r.error['message']))}[/]"
         elif r.reason:
-            detail = f"[yellow]{r.reason}[/]"
+            detail = f"[yellow]{escape(r.reason)}[/]"
         else:
             detail = _short(r.output)
         table.add_row(sid, f"[{style}]{icon} {r.status}[/]", str(r.attempts), dur, detail)
     console.print(table)
     if result.error:
-        console.print(f"[red]{result.error}[/]")
+        console.print(f"[red]{escape(result.error)}[/]")
 
 
 def _short(value: Any, limit: int = 80) -> str:

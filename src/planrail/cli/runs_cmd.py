@@ -16,6 +16,7 @@ from planrail.cli.app import (
     QuietOpt,
     StoreOpt,
     ToolsOpt,
+    TraceOpt,
     _fail,
     _out,
     app,
@@ -25,6 +26,7 @@ from planrail.cli.app import (
     open_store_or_exit,
     registry_from,
 )
+from planrail.cli.progress import attach_observers
 from planrail.cli.render import print_issues
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.checkpoint import load_result
@@ -43,6 +45,7 @@ def resume_cmd(
     catalog: CatalogOpt = None,
     store: StoreOpt = None,
     quiet: QuietOpt = False,
+    trace: TraceOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Continue a run from its checkpoint: succeeded steps are not run again."""
@@ -65,6 +68,7 @@ def resume_cmd(
             print_issues(console, report, f"the plan of run {run_id}")
         raise typer.Exit(ExitCode.INVALID_PLAN)
     execution = Execution(report.plan, registry, run_id=run_id, store=the_store)
+    attach_observers(execution, trace, console)
     result = execute(execution, console, quiet=quiet or json_out)
     emit_result(result, console, json_out=json_out)
     raise typer.Exit(exit_code(result))
@@ -116,20 +120,6 @@ def _when(ts: float) -> str:
     import datetime as dt
 
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
-
-
-@app.command("show")
-def show_cmd(
-    run_id: Annotated[str, typer.Argument(help="The run to show.")],
-    store: StoreOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """A run's status, steps and output (``--json``: the same object ``run --json`` printed)."""
-    console = _out(json_out)
-    result = load_result(open_store_or_exit(store, console), run_id)
-    if result is None:
-        raise _fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
-    emit_result(result, console, json_out=json_out)
 
 
 @app.command("resolve")

@@ -1,0 +1,356 @@
+"""OpenTelemetry: a span per run, per step and per attempt, and metrics, from the event stream.
+
+Needs the ``otel`` extra (``pip install 'planrail[otel]'``); nothing here imports OpenTelemetry
+until an :class:`OtelObserver` is made.
+
+Spans (every one carries ``planrail.run_id``; step and attempt spans also ``planrail.step_id``,
+``planrail.attempt`` and ``planrail.idempotency_key``)::
+
+    planrail.run                       the whole execution
+    └── planrail.step {step_id}        first start to final outcome, retries and backoff included
+        └── planrail.attempt           one per attempt when the step was retried; a failed
+                                       attempt has status ERROR and an ``exception`` event
+            or chat {model}            each attempt of an ``llm_call`` step, following the GenAI
+                                       semantic conventions (gen_ai.operation.name,
+                                       gen_ai.request.model, gen_ai.usage.input_tokens, ...)
+
+A tool step that ran once has no attempt child: its step span is the attempt (that halves the
+spans of a big plan; the overhead benchmark measures the rest). A step that never ran (skipped,
+restored from a checkpoint, in doubt) gets a zero-length step span saying why. Attempt spans
+are made when the step ends, with each attempt's real start and end, so a retry's backoff
+shows as the gap between two attempts.
+
+Metrics (attributes are low-cardinality: no run or step ids): ``planrail.runs`` and
+``planrail.steps`` (counters by status), ``planrail.retries``, ``planrail.run.duration`` and
+``planrail.step.duration`` (histograms, seconds), and ``gen_ai.client.token.usage`` (histogram,
+by ``gen_ai.token.type``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from planrail.engine.events import Event, EventType
+from planrail.errors import PlanrailError
+
+if TYPE_CHECKING:
+    from planrail.plan.model import Plan
+
+__all__ = ["INSTALL_HINT", "MissingExtraError", "OtelObserver", "require_otel"]
+
+log = logging.getLogger("planrail")
+
+E = EventType
+INSTALL_HINT = "pip install 'planrail[otel]'"
+_TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
+_END_STATUS = {
+    E.STEP_SUCCEEDED: "succeeded",
+    E.STEP_DEGRADED: "degraded",
+    E.STEP_FAILED: "failed",
+    E.STEP_SKIPPED: "skipped",
+    E.STEP_CANCELLED: "cancelled",
+    E.STEP_IN_DOUBT: "in_doubt",
+    E.STEP_RESTORED: "restored",
+}
+
+
+class MissingExtraError(PlanrailError):
+    """An optional integration was asked for but its extra is not installed."""
+
+    code = "missing_extra"
+
+
+def require_otel() -> Any:
+    """The ``opentelemetry`` API modules, or :class:`MissingExtraError` with the one-line fix."""
+    try:
+        from opentelemetry import metrics, trace
+    except ImportError:
+        raise MissingExtraError(f"OpenTelemetry is not installed: {INSTALL_HINT}") from None
+    return trace, metrics
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+@dataclass
+class _Step:
+    span: Any
+    ctx: Any
+    started: float
+    attempt: int = 1
+    attempt_start: float | None = None
+    """When the current attempt began; None while waiting out a retry's backoff."""
+    done: list[tuple[int, float, float, Any]] = field(default_factory=list)
+    """Attempts that ended: (number, start, end, error or None)."""
+
+
+@dataclass
+class _Run:
+    span: Any
+    ctx: Any
+    started: float
+    steps: dict[str, _Step] = field(default_factory=dict)
+
+
+class OtelObserver:
+    """An :class:`~planrail.types.Observer` that turns a run's events into spans and metrics.
+
+    Uses the global tracer and meter providers unless given others. Pass ``plan`` (or use
+    :meth:`attach`) so that ``llm_call`` attempts are named after their model and tool attempts
+    carry the tool's name; ``model`` is the run's default model for LLM steps that name none.
+    One observer can watch several runs at once.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+        plan: Plan | None = None,
+        model: str | None = None,
+    ) -> None:
+        trace, metrics = require_otel()
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        from planrail import __version__
+
+        self._trace = trace
+        self._kinds = SpanKind
+        self._status = (Status, StatusCode.ERROR)
+        self.tracer = trace.get_tracer("planrail", __version__, tracer_provider)
+        meter = metrics.get_meter("planrail", __version__, meter_provider)
+        self.plan = plan
+        self.model = model
+        self._runs: dict[str, _Run] = {}
+        self._m_runs = meter.create_counter("planrail.runs", "{run}", "Runs finished, by status")
+        self._m_steps = meter.create_counter(
+            "planrail.steps", "{step}", "Steps finished, by status"
+        )
+        self._m_retries = meter.create_counter(
+            "planrail.retries", "{retry}", "Retries scheduled after a failed attempt"
+        )
+        self._m_run_s = meter.create_histogram("planrail.run.duration", "s", "Run wall time")
+        self._m_step_s = meter.create_histogram(
+            "planrail.step.duration", "s", "Step wall time, retries included"
+        )
+        self._m_tokens = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            "{token}",
+            "Tokens used by LLM steps",
+            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
+        )
+
+    def _err(self, message: str) -> Any:
+        status, error = self._status
+        return status(error, message)
+
+    def attach(self, execution: Any) -> OtelObserver:
+        """Observe ``execution`` (and learn its plan)."""
+        self.plan = execution.plan
+        execution.observers.append(self)
+        return self
+
+    # ------------------------------------------------------------------ events
+
+    def on_event(self, event: Event) -> None:
+        kind = event.type
+        if kind == E.RUN_STARTED:
+            self._run_started(event)
+            return
+        run = self._runs.get(event.run_id)
+        if run is None:
+            return
+        if kind == E.RUN_FINISHED:
+            self._run_finished(run, event)
+        elif event.step_id is None:
+            return
+        elif kind == E.STEP_STARTED:
+            self._step_started(run, event)
+        elif kind == E.ATTEMPT_FAILED:
+            step = run.steps.get(event.step_id)
+            if step is not None:
+                step.attempt = event.attempt or step.attempt
+                took = event.data.get("duration")
+                if isinstance(took, int | float) and step.attempt_start is not None:
+                    step.attempt_start = max(step.attempt_start, event.at - took)
+                self._end_attempt(step, event.at, event.data.get("error"), None)
+        elif kind == E.RETRY_SCHEDULED:
+            self._retry(run, event)
+        elif kind in _END_STATUS:
+            self._step_ended(run, event, _END_STATUS[kind])
+
+    def _run_started(self, event: Event) -> None:
+        attrs: dict[str, Any] = {
+            "planrail.run_id": event.run_id,
+            "planrail.steps": int(event.data.get("steps", 0)),
+            "planrail.resumed": bool(event.data.get("resumed", False)),
+        }
+        if event.data.get("plan_hash"):
+            attrs["planrail.plan_hash"] = event.data["plan_hash"]
+        span = self.tracer.start_span("planrail.run", attributes=attrs, start_time=_ns(event.at))
+        self._runs[event.run_id] = _Run(span, self._trace.set_span_in_context(span), event.at)
+
+    def _run_finished(self, run: _Run, event: Event) -> None:
+        status = str(event.data.get("status") or "unknown")
+        for sid, step in list(run.steps.items()):  # still running: the run was cancelled
+            self._close_step(run, sid, step, event, "cancelled", {})
+        run.span.set_attribute("planrail.run.status", status)
+        if event.data.get("error"):
+            run.span.set_attribute("planrail.run.error", str(event.data["error"]))
+        if status != "succeeded":
+            run.span.set_status(self._err(str(event.data.get("error") or status)))
+        run.span.end(end_time=_ns(event.at))
+        self._m_runs.add(1, {"planrail.run.status": status})
+        self._m_run_s.record(max(event.at - run.started, 0.0), {"planrail.run.status": status})
+        del self._runs[event.run_id]
+
+    def _attrs(self, event: Event, sid: str, attempt: int | None = None) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            "planrail.run_id": event.run_id,
+            "planrail.step_id": sid,
+            "planrail.idempotency_key": f"{event.run_id}:{sid}",
+        }
+        if attempt is not None:
+            attrs["planrail.attempt"] = attempt
+        step = self.plan.by_id.get(sid) if self.plan is not None else None
+        if step is not None:
+            attrs["planrail.action"] = step.action
+            if step.tool:
+                attrs["planrail.tool"] = step.tool
+        return attrs
+
+    def _step_started(self, run: _Run, event: Event) -> None:
+        sid = event.step_id or ""
+        span = self.tracer.start_span(
+            f"planrail.step {sid}",
+            context=run.ctx,
+            attributes=self._attrs(event, sid, event.attempt or 1),
+            start_time=_ns(event.at),
+        )
+        ctx = self._trace.set_span_in_context(span)
+        run.steps[sid] = _Step(span, ctx, event.at, event.attempt or 1, event.at)
+
+    def _retry(self, run: _Run, event: Event) -> None:
+        step = run.steps.get(event.step_id or "")
+        if step is None:
+            return
+        delay = float(event.data.get("delay") or 0.0)
+        step.attempt += 1
+        step.attempt_start = event.at + delay
+        step.span.add_event(
+            "planrail.retry_scheduled",
+            {"planrail.attempt": step.attempt, "planrail.retry.delay": delay},
+            timestamp=_ns(event.at),
+        )
+        self._m_retries.add(1)
+
+    def _end_attempt(self, step: _Step, at: float, error: Any, status: str | None) -> None:
+        """Note the attempt that just ended (if one was under way); spans are made at the end."""
+        start, step.attempt_start = step.attempt_start, None
+        if start is None or (status == "cancelled" and start > at):
+            return  # no attempt under way (cancelled while waiting out a backoff)
+        step.done.append((step.attempt, min(start, at), at, error))
+
+    def _attempt_spans(
+        self, event: Event, sid: str, step: _Step, usage: dict[str, Any], status: str
+    ) -> None:
+        """A child span per attempt — when there were retries, or for an LLM call (a GenAI
+        span). A lone tool attempt is the step span itself: half the spans on big plans."""
+        model = self._model(sid, event)
+        llm = model is not None or bool(usage)
+        if not llm and len(step.done) <= 1:
+            for _, _, at, error in step.done:
+                if isinstance(error, dict):
+                    step.span.add_event("exception", _exception(error), timestamp=_ns(at))
+            return
+        for i, (n, start, end, error) in enumerate(step.done):
+            last = i == len(step.done) - 1
+            attrs = self._attrs(event, sid, n)
+            if llm:
+                attrs["gen_ai.operation.name"] = "chat"
+                if model:
+                    attrs["gen_ai.request.model"] = model
+                if event.data.get("provider"):
+                    attrs["gen_ai.provider.name"] = event.data["provider"]
+                for key in ("input_tokens", "output_tokens"):
+                    if last and key in usage:
+                        attrs[f"gen_ai.usage.{key}"] = int(usage[key])
+            if last:
+                attrs["planrail.attempt.status"] = status
+            span = self.tracer.start_span(
+                (f"chat {model}" if model else "chat") if llm else "planrail.attempt",
+                context=step.ctx,
+                kind=self._kinds.CLIENT if llm else self._kinds.INTERNAL,
+                attributes=attrs,
+                start_time=_ns(start),
+            )
+            if isinstance(error, dict):
+                span.set_attribute("error.type", str(error.get("type", "Error")))
+                span.add_event("exception", _exception(error), timestamp=_ns(end))
+                span.set_status(self._err(str(error.get("message", ""))))
+            span.end(end_time=_ns(end))
+
+    def _model(self, sid: str, event: Event) -> str | None:
+        if event.data.get("model"):
+            return str(event.data["model"])
+        step = self.plan.by_id.get(sid) if self.plan is not None else None
+        if step is None or step.action != "llm_call":
+            return None
+        return step.model or self.model or ""
+
+    def _step_ended(self, run: _Run, event: Event, status: str) -> None:
+        sid = event.step_id or ""
+        step = run.steps.pop(sid, None)
+        if step is None:  # never started here: skipped, restored or in doubt
+            span = self.tracer.start_span(
+                f"planrail.step {sid}",
+                context=run.ctx,
+                attributes=self._attrs(event, sid, event.attempt),
+                start_time=_ns(event.at),
+            )
+            step = _Step(span, None, event.at, event.attempt or 0, None)
+        self._close_step(run, sid, step, event, status, event.data)
+
+    def _close_step(
+        self, run: _Run, sid: str, step: _Step, event: Event, status: str, data: dict[str, Any]
+    ) -> None:
+        run.steps.pop(sid, None)
+        error, usage = data.get("error"), data.get("usage") or {}
+        self._end_attempt(step, event.at, error, status)
+        self._attempt_spans(event, sid, step, usage, status)
+        span = step.span
+        span.set_attribute("planrail.step.status", status)
+        attempts = event.attempt or step.attempt
+        if attempts:
+            span.set_attribute("planrail.attempt", attempts)
+        if data.get("reason"):
+            span.set_attribute("planrail.reason", str(data["reason"]))
+        if isinstance(error, dict):
+            span.set_attribute("error.type", str(error.get("type", "Error")))
+        if status in ("failed", "in_doubt"):
+            message = error.get("message") if isinstance(error, dict) else data.get("reason")
+            span.set_status(self._err(str(message or status)))
+        span.end(end_time=_ns(event.at))
+        attrs = {"planrail.step.status": status}
+        self._m_steps.add(1, attrs)
+        if step.ctx is not None:
+            self._m_step_s.record(max(event.at - step.started, 0.0), attrs)
+        if usage:
+            model = self._model(sid, event)
+            for key, kind in (("input_tokens", "input"), ("output_tokens", "output")):
+                if key in usage:
+                    tags = {"gen_ai.token.type": kind, "gen_ai.operation.name": "chat"}
+                    if model:
+                        tags["gen_ai.request.model"] = model
+                    self._m_tokens.record(int(usage[key]), tags)
+
+
+def _exception(error: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "exception.type": str(error.get("type", "Error")),
+        "exception.message": str(error.get("message", "")),
+        "planrail.retryable": bool(error.get("retryable", False)),
+    }
