@@ -3,6 +3,10 @@
 Validated before anything runs, approved by a person, executed by dependency.
 """
 
+from planrail.engine.api import arun, prepare, run
+from planrail.engine.events import Event, EventType
+from planrail.engine.executor import Execution
+from planrail.engine.result import RunResult, StepResult
 from planrail.errors import (
     ApprovalRefusedError,
     PlanError,
@@ -14,10 +18,6 @@ from planrail.errors import (
     StoreError,
     ToolError,
 )
-from planrail.engine.api import arun, prepare, run
-from planrail.engine.events import Event, EventType
-from planrail.engine.executor import Execution
-from planrail.engine.result import RunResult, StepResult
 from planrail.plan.catalog import load_catalog, load_tools
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan, Step

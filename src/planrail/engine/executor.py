@@ -12,10 +12,11 @@ start), which keeps the durable path cheap without weakening the guarantee.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -28,8 +29,18 @@ from planrail.engine.step_runner import ActionHandler, Outcome, StepRunner, Tool
 from planrail.errors import PlanrailError, ReferenceResolutionError
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
+from planrail.plan.provenance import Provenance
 from planrail.plan.refs import resolve_value
+from planrail.plan.secrets import Redactor
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
+from planrail.policies.limits import RunPolicy
+from planrail.policies.security import (
+    ApproveCall,
+    SecurityGuard,
+    SecurityPolicy,
+    check_approval,
+    denial_of,
+)
 from planrail.store.base import Store
 from planrail.types import Clock, Observer, StepStatus
 
@@ -70,6 +81,10 @@ class Execution:
         lease_ttl: float = 30.0,
         open_plan: bool = False,
         approval: dict[str, Any] | None = None,
+        policy: RunPolicy | None = None,
+        security: SecurityPolicy | None = None,
+        approve_call: ApproveCall | None = None,
+        restored: Mapping[str, StepResult] | None = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -92,7 +107,8 @@ class Execution:
         self.error: str | None = None
         self.run_output: Any = None
         self._extra_handlers = dict(handlers or {})
-        self._restored: dict[str, StepResult] = {}
+        self._restored: dict[str, StepResult] = dict(restored or {})
+        """Steps that already succeeded (a replan or a repaired stream): reused, not run."""
         self._in_doubt: dict[str, StepResult] = {}
         self._ckpt: Checkpointer | None = None
         self._dirty: set[str] = set()
@@ -110,7 +126,25 @@ class Execution:
         if open_plan and store is not None:
             raise ValueError("a streamed (open) plan cannot be checkpointed before it is sealed")
         self._steps: dict[str, Step] = dict(plan.by_id)
+        self.policy = policy or RunPolicy()
+        """Resource limits, run deadline, default retry, loop and fan-out caps."""
+        self._priority: dict[str, float] = {}
+        """Each step's remaining critical path (its priority when it waits for a resource)."""
         self._sealed = not open_plan
+        self.redactor = Redactor.for_steps(self._steps, self.registry, always=open_plan)
+        """Keeps secrets out of what this run records (None: the plan has none)."""
+        self._guard = (
+            None
+            if security is None
+            else SecurityGuard(
+                security,
+                Provenance(self._steps, self.registry),
+                run_id=self.run_id,
+                approve_call=approve_call,
+                on_decision=self._decided,
+                redactor=self.redactor,
+            )
+        )
         self._held: list[str] = []
         """Ready steps of an open plan that change the world: they wait for :meth:`seal`."""
         self.scheduler = Scheduler(self._nodes(plan.steps))
@@ -132,6 +166,7 @@ class Execution:
             return 1.0
 
         priority = critical_path_lengths(deps, estimate)
+        self._priority.update(priority)
         return [Node(s.id, s.depends_on, s.join, priority[s.id]) for s in steps]
 
     # ------------------------------------------------------------------ open plans
@@ -150,6 +185,8 @@ class Execution:
                 raise ValueError(f"step {step.id!r} is already in the plan")
             self._steps[step.id] = step
             self.results[step.id] = StepResult(step.id)
+        if self.redactor is not None:
+            self.redactor.add_steps(new)
         self._skipped(self.scheduler.add(self._nodes(new)))
         if self.status == "running":
             self._dispatch()
@@ -159,6 +196,7 @@ class Execution:
 
         ``plan`` must hold every step added so far, unchanged.
         """
+        check_approval(self.approval, plan.hash)
         for step in plan.steps:
             if step.id not in self._steps:
                 self.extend([step])
@@ -202,6 +240,8 @@ class Execution:
         recorded, the run is marked ``cancelled``)."""
         if self.status != "pending":
             raise RuntimeError("an Execution runs once")
+        if self._sealed:  # an open plan's approval is checked when it is sealed
+            check_approval(self.approval, self.plan.hash)
         if self.store is not None:
             self._ckpt = Checkpointer(
                 self.store,
@@ -211,8 +251,10 @@ class Execution:
                 self.clock,
                 lease_ttl=self.lease_ttl,
                 approval=self.approval,
+                redactor=self.redactor,
             )
-            self._restored, self._in_doubt = self._ckpt.open()
+            stored, self._in_doubt = self._ckpt.open()
+            self._restored.update(stored)
         self._wakeup = asyncio.Event()
         self._pool = ThreadPoolExecutor(
             max_workers=self.max_concurrency or 64, thread_name_prefix="planrail-tool"
@@ -221,13 +263,26 @@ class Execution:
             {"tool_call": ToolAction(self.registry, self._pool), **self._extra_handlers},
             goal=self.plan.goal,
             before_attempt=self._before_attempt,
+            clock=self.clock,
+            policy=self.policy,
+            tools=self.registry,
+            priorities=self._priority,
+            on_attempt=self._on_attempt,
         )
         self.status = "running"
         heartbeat = asyncio.create_task(self._heartbeat()) if self._ckpt else None
         started: dict[str, Any] = {"steps": len(self.results), "resumed": self.resumed}
         if self._ckpt is not None:  # hashing a big plan costs; only durable runs record it
             started["plan_hash"] = self.plan.hash
+        if not self.resumed:
+            self._emit(E.RUN_CREATED, data=dict(started))
+        if self.approval is not None:
+            self._emit(E.RUN_APPROVED, data={**self.approval, "resumed": self.resumed})
         self._emit(E.RUN_STARTED, data=started)
+        # The plan, its compiled arguments and everything else alive now outlive the run: take
+        # them out of the cyclic collector's full passes for its duration (they are still freed
+        # by reference counting). On big plans this halves the collector's share of the run.
+        gc.freeze()
         try:
             self._dispatch()
             while True:
@@ -247,6 +302,7 @@ class Execution:
             self._save_final()
             raise
         finally:
+            gc.unfreeze()
             if heartbeat is not None:
                 heartbeat.cancel()
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -274,6 +330,8 @@ class Execution:
         attempt: int | None = None,
         data: dict[str, Any] | None = None,
     ) -> None:
+        if self.redactor is not None and data:
+            data = self.redactor.scrub(data)
         event = Event(type_, self.run_id, self.clock.now(), step_id, attempt, data or {})
         self._events.append(event)
         if self._ckpt is not None:
@@ -298,6 +356,9 @@ class Execution:
             for sid in sched.take_ready(room):
                 if not self._sealed and self._changes_world(self._steps[sid]):
                     self._held.append(sid)
+                    self._emit(
+                        E.STEP_READY, sid, data={"held": "waits for the whole plan's approval"}
+                    )
                 elif sid in self._restored:
                     self._restore(sid)
                 elif sid in self._in_doubt:
@@ -335,10 +396,37 @@ class Execution:
 
         return make
 
-    def _before_attempt(self, step: Step, item: int | None, attempt: int, args: Any) -> None:
-        """Called right before each call of a step's action: record the intent if it matters."""
+    def _before_attempt(
+        self, step: Step, item: int | None, attempt: int, args: Any
+    ) -> Awaitable[None] | None:
+        """Called right before each call of a step's action: the security policy vets a tool
+        call (when the run has one), then the intent is recorded if it matters."""
+        if self.redactor is not None:
+            self.redactor.learn_args(step.id, args)
+        if self._guard is not None and step.action == "tool_call":
+            return self._admit(step, item, attempt, args)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
             self._ckpt.intent(self.results[step.id], step, item, attempt, args)
+        return None
+
+    async def _admit(self, step: Step, item: int | None, attempt: int, args: Any) -> None:
+        """The security policy vets the call (may raise), then the intent is recorded."""
+        assert self._guard is not None
+        await self._guard.admit(step, item, attempt, args, self.outputs)
+        if self._ckpt is not None and self._ckpt.needs_intent(step):
+            self._ckpt.intent(self.results[step.id], step, item, attempt, args)
+
+    def _decided(self, step_id: str, attempt: int, data: dict[str, Any]) -> None:
+        self._emit(E.POLICY_DECISION, step_id, attempt, data)
+
+    def _on_attempt(self, step: Step, record: dict[str, Any]) -> None:
+        """After each attempt of a step's action: a failed attempt (and its retry) is an event."""
+        if record.get("error") is not None:
+            self._emit(E.ATTEMPT_FAILED, step.id, record["attempt"], dict(record))
+            if "delay" in record:
+                self._emit(
+                    E.RETRY_SCHEDULED, step.id, record["attempt"], {"delay": record["delay"]}
+                )
 
     async def _run_step(self, step: Step) -> None:
         assert self._runner is not None
@@ -351,6 +439,14 @@ class Execution:
             self._complete(step.id, Outcome(S.CANCELLED, reason=self._abort_reason))
             return
         except Exception as exc:  # a planrail bug or a store failure: fail the step, not the run
+            denied = denial_of(exc)
+            if denied is not None:  # a security policy said no: this step fails, the run goes on
+                outcome = Outcome(S.FAILED, error=error_info(denied), reason=denied.message)
+                self._tasks.pop(step.id, None)
+                self._complete(step.id, outcome)
+                return
+            while isinstance(exc, ExceptionGroup) and exc.exceptions:  # from a fan-out item
+                exc = exc.exceptions[0]
             log.exception("error running step %s", step.id)
             outcome = Outcome(
                 S.FAILED,
@@ -369,6 +465,8 @@ class Execution:
         res.attempts = outcome.attempts
         res.error = outcome.error
         res.reason = outcome.reason
+        if self.redactor is not None:  # what a person or a trace reads of this step
+            res.error, res.reason = self.redactor.scrub((outcome.error, outcome.reason))
         res.degraded = outcome.degraded
         res.attempt_history = outcome.history
         res.usage = outcome.usage
@@ -378,6 +476,8 @@ class Execution:
         if outcome.status == S.SUCCEEDED:
             res.output = outcome.output
         if self._ckpt is None or self._aborted:
+            if self._ckpt is not None:  # recorded with the run's final commit
+                self._dirty.add(sid)
             self._apply(sid, outcome)
             return
         # Commit before dependents start; completions of this loop turn share one transaction.
@@ -413,10 +513,13 @@ class Execution:
         res = self.results[sid]
         duration = (res.finished_at or 0.0) - (res.started_at or res.finished_at or 0.0)
         sched = self.scheduler
+        extra: dict[str, Any] = {"usage": outcome.usage} if outcome.usage else {}
         if outcome.status == S.SUCCEEDED:
             self.outputs[sid] = outcome.output
             kind = E.STEP_DEGRADED if outcome.degraded else E.STEP_SUCCEEDED
-            self._emit(kind, sid, outcome.attempts, {"duration": duration})
+            if outcome.degraded and outcome.reason:
+                extra["reason"] = outcome.reason
+            self._emit(kind, sid, outcome.attempts, {"duration": duration, **extra})
             self._skipped(sched.succeeded(sid))
         elif outcome.status == S.SKIPPED:
             self._emit(E.STEP_SKIPPED, sid, outcome.attempts, {"reason": outcome.reason})
@@ -426,7 +529,10 @@ class Execution:
             self._skipped(sched.cancelled(sid))
         else:
             self._emit(
-                E.STEP_FAILED, sid, outcome.attempts, {"duration": duration, "error": outcome.error}
+                E.STEP_FAILED,
+                sid,
+                outcome.attempts,
+                {"duration": duration, "error": outcome.error, **extra},
             )
             self._skipped(sched.failed(sid))
             if (self.failure_mode == "fail_fast" or outcome.fatal) and not self._aborted:

@@ -17,7 +17,6 @@ with a clear error.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import random
 from collections.abc import Callable, Iterator, Mapping
@@ -45,10 +44,10 @@ from planrail.engine.attempts import (
 from planrail.engine.outcome import Outcome, failed, fan_in, message, outcome_of
 from planrail.errors import PlanrailError, ReferenceResolutionError
 from planrail.plan.compiled import Filler
-from planrail.plan.first import compile_args
+from planrail.plan.first import compile_args, has_first
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
-from planrail.plan.refs import copy_json
+from planrail.plan.refs import copy_json, resolve_value
 from planrail.plan.tools import StepContext, ToolRegistry, ToolSpec
 from planrail.policies.limits import LoopExhaustedError, RunPolicy
 from planrail.policies.resources import ResourceGate
@@ -146,6 +145,7 @@ class StepRunner:
             on_attempt=on_attempt,
         )
         self._fillers: dict[tuple[str, str], Filler] = {}
+        self._filled_once: set[tuple[str, str]] = set()
         self._predicates: dict[tuple[str, str], Predicate] = {}
         self._fallback_steps: dict[str, Step] = {}
 
@@ -234,9 +234,7 @@ class StepRunner:
         resolve = functools.partial(_resolve, outputs)
 
         async def perform(n: int) -> Any:
-            ctx = dataclasses.replace(
-                base, attempt=n, idempotency_key=key, item=index, history=history
-            )
+            ctx = StepContext(base.run_id, base.step_id, n, key, index, history)
             call = Call(step, copy_json(args), ctx, self.goal, resolve, outputs=outputs)
             try:
                 return await handler(call)
@@ -378,10 +376,18 @@ class StepRunner:
         return fb_step
 
     def _fill(self, step: Step, name: str, value: Any) -> Filler:
-        """``value`` (a field of ``step``) compiled once per run, ``$first`` included."""
+        """A function filling the references of ``value`` (a field of ``step``).
+
+        Most steps fill their arguments exactly once, where compiling would cost more than it
+        saves: the first fill walks ``value`` directly, and only a second fill of the same field
+        (a retry, a fan-out item, a loop iteration) compiles it for reuse.
+        """
         key = (step.id, name)
         filler = self._fillers.get(key)
         if filler is None:
+            if key not in self._filled_once and not has_first(value):
+                self._filled_once.add(key)
+                return functools.partial(resolve_value, value)
             filler = self._fillers[key] = compile_args(value)
         return filler
 

@@ -51,6 +51,9 @@ TRACE_VERSION = 1
 E = EventType
 S = StepStatus
 
+_RUN_BEGIN = frozenset({E.RUN_CREATED, E.RUN_APPROVED, E.RUN_STARTED})
+"""The first of these in a run writes the trace's header line."""
+
 _STEP_END = {
     E.STEP_RESTORED: S.SUCCEEDED,
     E.STEP_SUCCEEDED: S.SUCCEEDED,
@@ -87,6 +90,8 @@ class TraceWriter:
         self.execution = execution
         self._written: dict[str, tuple[Any, ...]] = {}
         self._redactor: Redactor | None = None
+        self._headed = False
+        """Whether the current run's header line is written (reset when the run finishes)."""
 
     def attach(self, execution: Execution) -> TraceWriter:
         """Record ``execution``'s plan, step records and output too; observe it."""
@@ -113,7 +118,8 @@ class TraceWriter:
         if self._file is None:
             return
         try:
-            if event.type == E.RUN_STARTED:
+            if event.type in _RUN_BEGIN and not self._headed:
+                self._headed = True
                 self._redactor = self._find_redactor()
                 self._write(self._header(event))
             line = {"kind": "event", **event.to_dict()}
@@ -123,6 +129,7 @@ class TraceWriter:
             if event.step_id is not None and event.type in _STEP_END:
                 self._step(event.step_id)
             if event.type == E.RUN_FINISHED:
+                self._headed = False
                 self._finish(event)
         except (OSError, TypeError, ValueError) as exc:
             log.warning("trace file: writing failed (%s); the trace stops, the run goes on", exc)

@@ -65,7 +65,7 @@ def compile_args(value: Any) -> Filler:
 
     Raises ``ValueError`` for a malformed ``$first`` (the validator reports those first).
     """
-    if not _has_first(value):
+    if not has_first(value):
         return compile_value(value)
     if type(value) is dict and FIRST in value:
         problem = _shape_problem(value)
@@ -93,7 +93,8 @@ def compile_args(value: Any) -> Filler:
     return lambda o: [f(o) for f in items]
 
 
-def _has_first(value: Any) -> bool:
+def has_first(value: Any) -> bool:
+    """Whether ``value`` holds a ``$first`` object anywhere."""
     stack = [value]
     while stack:
         v = stack.pop()
