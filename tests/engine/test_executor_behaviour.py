@@ -392,9 +392,10 @@ def check_event_order(events: list[Event], graph: Graph) -> None:
 
 @pytest.mark.looptime
 async def test_iter_yields_events_in_a_sensible_order() -> None:
-    """``iter()`` yields ``run_started`` first and ``run_finished`` last; each step's
-    ``step_started`` comes before its ``step_succeeded``, which comes before any dependent's
-    ``step_started``; skipped steps get one ``step_skipped``; observers see the same stream."""
+    """``iter()`` yields ``run_created`` then ``run_started`` first and ``run_finished`` last;
+    each step's ``step_started`` comes before its ``step_succeeded``, which comes before any
+    dependent's ``step_started``; skipped steps get one ``step_skipped``; observers see the
+    same stream."""
     rec = Recorder()
     cap = Capture()
     graph = DIAMOND

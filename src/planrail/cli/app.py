@@ -269,7 +269,14 @@ def run_cmd(
         approval = approve(console, report.plan, registry, yes=yes)
     if approval is None:
         if json_out:
-            print(json.dumps({"run_id": run_id, "status": "refused", "output": None, "steps": []}))
+            refused = {
+                "run_id": run_id,
+                "status": "awaiting_approval",
+                "output": None,
+                "steps": [],
+                "error": "approval refused: nothing was executed",
+            }
+            print(json.dumps(refused))
         console.print("[red]approval refused[/]: nothing was executed")
         raise typer.Exit(ExitCode.APPROVAL_REFUSED)
     execution = Execution(

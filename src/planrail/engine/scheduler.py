@@ -130,7 +130,9 @@ class Scheduler:
                 else:
                     entry.waiting += 1
         for node in batch:
-            self._settle(node.id, skips)
+            if self._settle(node.id, skips):
+                # Skipped at once: dependents in this same batch counted it as waiting.
+                self._propagate(node.id, skips)
         return skips
 
     def close(self) -> None:
@@ -241,6 +243,11 @@ class Scheduler:
     def _finish(self, step: str, status: str) -> list[Skip]:
         self._move(step, status)
         skips: list[Skip] = []
+        self._propagate(step, skips)
+        return skips
+
+    def _propagate(self, step: str, skips: list[Skip]) -> None:
+        """Tell the dependents of a step that just became final; settle those now decided."""
         todo = [step]
         while todo:
             done_id = todo.pop()
@@ -252,7 +259,6 @@ class Scheduler:
                     child.succeeded += 1
                 if child.state == S.PENDING and self._settle(dep_id, skips, done_id):
                     todo.append(dep_id)
-        return skips
 
     def _settle(self, step: str, skips: list[Skip], trigger: str | None = None) -> bool:
         """Make a pending step ready or skipped if its join rule is decided.
@@ -282,7 +288,7 @@ class Scheduler:
                 self._make_ready(step)
                 return False
         elif entry.waiting == 0:
-            if join == "all_finished" or entry.succeeded > 0:
+            if join == "all_finished" or entry.succeeded > 0 or not deps:
                 self._make_ready(step)
                 return False
             failed_dep = next((d for d in deps), None)

@@ -1,0 +1,1 @@
+"""Tests of the ``planrail`` command line: validate, run, exit codes, JSON shapes, the demo."""

@@ -1,0 +1,1 @@
+"""Tests of the engine: the sans-I/O scheduler, the asyncio executor and the Python API."""

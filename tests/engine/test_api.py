@@ -1,0 +1,80 @@
+"""``planrail.run`` / ``planrail.arun`` / ``prepare``: validate, then execute by dependency."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import planrail
+from planrail.engine import api
+
+from .graphs import DIAMOND
+from .probes import Recorder, probe_plan
+
+
+@planrail.tool(side_effects="none")
+def add(a: int, b: int) -> int:
+    """Adds two numbers."""
+    return a + b
+
+
+PLAN = {
+    "goal": "arithmetic",
+    "steps": [
+        {"id": "x", "tool": "add", "args": {"a": 1, "b": 2}},
+        {"id": "y", "tool": "add", "args": {"a": 10, "b": 20}},
+        {"id": "z", "tool": "add", "args": {"a": "${x}", "b": "${y}"}, "depends_on": ["x", "y"]},
+    ],
+    "output": {"total": "${z}"},
+}
+
+
+def test_public_names_are_the_engine_api() -> None:
+    """``planrail.run``, ``planrail.arun`` and ``planrail.prepare`` are the engine's functions."""
+    assert planrail.run is api.run
+    assert planrail.arun is api.arun
+    assert planrail.prepare is api.prepare
+
+
+def test_run_executes_a_plan_dict_synchronously() -> None:
+    """``planrail.run`` validates and runs a plan given as a dict and returns its result, with
+    the plan's output resolved from the real outputs."""
+    result = planrail.run(PLAN, [add])
+    assert result.succeeded
+    assert result.output == {"total": 33}
+    assert [s["status"] for s in result.to_dict()["steps"]] == ["succeeded"] * 3
+
+
+async def test_arun_executes_a_plan_file_inside_a_running_loop(tmp_path: Path) -> None:
+    """``planrail.arun`` takes a path to a JSON plan (as ``str`` or ``Path``) and can be awaited
+    from async code."""
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(PLAN))
+    for source in (str(path), path):
+        result = await planrail.arun(source, [add], max_concurrency=1)
+        assert result.output == {"total": 33}
+
+
+def test_an_invalid_plan_raises_and_runs_nothing() -> None:
+    """An invalid plan raises :class:`planrail.PlanValidationError` carrying every issue, and
+    no tool is called."""
+    rec = Recorder()
+    plan = probe_plan(DIAMOND)
+    plan["steps"][3]["depends_on"] = ["b"]  # d references c without declaring it
+    plan["steps"].append({"id": "ghost", "tool": "nope"})
+    with pytest.raises(planrail.PlanValidationError) as info:
+        planrail.run(plan, [rec.tool()])
+    codes = {issue.code for issue in info.value.issues}
+    assert {"undeclared_dependency", "unknown_tool"} <= codes
+    assert rec.calls == []
+
+
+def test_a_failed_step_does_not_raise() -> None:
+    """A step failing is a result, not an exception: ``status`` is ``failed``."""
+    rec = Recorder()
+    result = planrail.run(probe_plan(DIAMOND, duration=0, fail={"b"}), [rec.tool()])
+    assert result.status == "failed"
+    assert not result.succeeded
+    assert result.steps["d"].status == "skipped"
