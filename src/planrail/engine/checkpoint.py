@@ -27,6 +27,7 @@ from planrail.engine.events import Event
 from planrail.engine.result import StepResult
 from planrail.errors import ExecutionError
 from planrail.plan.model import Plan, Step
+from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry
 from planrail.store.base import Event as StoredEvent
 from planrail.store.base import Intent, RunRecord, StepRecord, Store
@@ -86,6 +87,7 @@ class Checkpointer:
         lease_ttl: float = 30.0,
         owner: str | None = None,
         approval: dict[str, Any] | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.store = store
         self.plan = plan
@@ -95,9 +97,13 @@ class Checkpointer:
         self.lease_ttl = lease_ttl
         self.owner = owner or _owner()
         self.approval = approval
+        self.redactor = redactor
+        """Redacts secrets from every record before it is written (``docs/security.md``)."""
         self.created_at = clock.now()
         self._events: list[StoredEvent] = []
         self._holding = False
+        self._lease_until = float("-inf")
+        """When our lease expires unless renewed, by our clock."""
         self.resumed = False
 
     # ------------------------------------------------------------------ opening
@@ -109,17 +115,31 @@ class Checkpointer:
         and steps whose outcome is unknown and whose tool does not honour idempotency keys.
         """
         existing = self.store.get_run(self.run_id)
-        if existing is None:
-            self.store.create_run(self._run_record("running"))
-            self._acquire()
-            return {}, {}
+        if existing is not None:
+            self._check_plan(existing)
+        # The lease comes first, even for a new run: two runners started together on one run id
+        # must not both create it, nor one create it while the other reads its steps.
+        self._acquire()
+        try:
+            return self._open_leased()
+        except BaseException:
+            self.release()
+            raise
+
+    def _check_plan(self, existing: RunRecord) -> None:
         if existing.plan_hash != self.plan.hash:
             raise PlanMismatchError(
                 f"run '{self.run_id}' exists with another plan ({existing.plan_hash[:19]}…);"
                 f" this plan is {self.plan.hash[:19]}…: a run only resumes its own plan",
                 run_id=self.run_id,
             )
-        self._acquire()
+
+    def _open_leased(self) -> tuple[dict[str, StepResult], dict[str, StepResult]]:
+        existing = self.store.get_run(self.run_id)
+        if existing is None:
+            self.store.create_run(self._run_record("running"))
+            return {}, {}
+        self._check_plan(existing)
         self.resumed = True
         self.created_at = existing.created_at
         self.approval = self.approval or existing.approval
@@ -161,13 +181,18 @@ class Checkpointer:
                 run_id=self.run_id,
             )
         self._holding = True
+        self._lease_until = now + self.lease_ttl
 
     def _run_record(
         self, status: str, output: Any = None, error: dict[str, Any] | None = None
     ) -> RunRecord:
+        red = self.redactor
+        if red is not None:
+            output, error = red.scrub(output), red.scrub(error)
+        plan = self.plan.to_json_data()
         return RunRecord(
             run_id=self.run_id,
-            plan=self.plan.to_json_data(),
+            plan=plan if red is None else red.plan_data(plan),
             plan_hash=self.plan.hash,
             status=status,
             created_at=self.created_at,
@@ -181,11 +206,22 @@ class Checkpointer:
 
     def renew(self) -> None:
         """Heartbeat: extend the lease; :class:`LeaseLostError` if it is no longer ours."""
-        if not self.store.renew_lease(self.run_id, self.owner, self.lease_ttl, self.clock.now()):
+        now = self.clock.now()
+        if not self.store.renew_lease(self.run_id, self.owner, self.lease_ttl, now):
             self._holding = False
             raise LeaseLostError(
                 f"lost the lease on run '{self.run_id}' (it expired); stopping so that two "
                 "runners never drive one run",
+                run_id=self.run_id,
+            )
+        self._lease_until = now + self.lease_ttl
+
+    def _check_lease(self) -> None:
+        """Refuse to write once our lease may have expired: another runner may own the run."""
+        if self.clock.now() >= self._lease_until:
+            raise LeaseLostError(
+                f"the lease on run '{self.run_id}' expired before it could be renewed (was the "
+                "event loop blocked?); stopping so that two runners never drive one run",
                 run_id=self.run_id,
             )
 
@@ -213,17 +249,20 @@ class Checkpointer:
         self, result: StepResult, step: Step, item: int | None, attempt: int, args: Any
     ) -> None:
         """Commit the intent to call ``step`` (item ``item``) with ``args``, before the call."""
+        self._check_lease()
         step_key = step.id if item is None else f"{step.id}:{item}"
         key = f"{self.run_id}:{step_key}"
         digest = args_hash(args)
-        record = _record(
-            self.run_id,
-            result,
-            key,
-            status=S.RUNNING,
-            args=args,
-            args_hash=digest,
-            attempts=attempt,
+        record = self._clean(
+            _record(
+                self.run_id,
+                result,
+                key,
+                status=S.RUNNING,
+                args=args,
+                args_hash=digest,
+                attempts=attempt,
+            )
         )
         self.store.commit(
             steps=[record],
@@ -235,6 +274,7 @@ class Checkpointer:
 
     def record(self, results: Iterable[StepResult], args: dict[str, Any]) -> None:
         """Commit step outcomes (and queued events) in one transaction."""
+        self._check_lease()
         self.store.commit(steps=self._records(results, args), events=self._take_events())
 
     def finish(
@@ -246,6 +286,7 @@ class Checkpointer:
         args: dict[str, Any],
     ) -> None:
         """Commit the last step records and the run's final status, then release the lease."""
+        self._check_lease()
         err = {"type": "RunError", "message": error, "retryable": False} if error else None
         self.store.commit(
             run=self._run_record(_stored_status(status), output, err),
@@ -256,15 +297,31 @@ class Checkpointer:
 
     def _records(self, results: Iterable[StepResult], args: dict[str, Any]) -> list[StepRecord]:
         return [
-            _record(
-                self.run_id,
-                r,
-                f"{self.run_id}:{r.id}",
-                args=args.get(r.id),
-                args_hash=args_hash(args[r.id]) if r.id in args else None,
+            self._clean(
+                _record(
+                    self.run_id,
+                    r,
+                    f"{self.run_id}:{r.id}",
+                    args=args.get(r.id),
+                    args_hash=args_hash(args[r.id]) if r.id in args else None,
+                )
             )
             for r in results
         ]
+
+    def _clean(self, rec: StepRecord) -> StepRecord:
+        """``rec`` with its secrets redacted (arguments first: they teach the values)."""
+        red = self.redactor
+        if red is None:
+            return rec
+        return dataclasses.replace(
+            rec,
+            args=red.args(rec.step_id, rec.args),
+            output=red.output(rec.step_id, rec.output),
+            error=red.scrub(rec.error),
+            reason=red.scrub(rec.reason),
+            attempt_history=red.scrub(rec.attempt_history),
+        )
 
     def release(self) -> None:
         if self._holding:

@@ -12,6 +12,7 @@ start), which keeps the durable path cheap without weakening the guarantee.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import uuid
@@ -386,7 +387,16 @@ class Execution:
         res.status = S.RUNNING
         res.started_at = self.clock.now()
         self._emit(E.STEP_STARTED, sid, 1)
-        self._tasks[sid] = asyncio.get_running_loop().create_task(self._run_step(step))
+        task = asyncio.get_running_loop().create_task(self._run_step(step))
+        self._tasks[sid] = task
+        task.add_done_callback(functools.partial(self._task_done, sid))
+
+    def _task_done(self, sid: str, task: asyncio.Task[None]) -> None:
+        # A task cancelled before its first step never enters _run_step, whose handler would
+        # have removed it from _tasks and recorded the step: without this the run never ends.
+        if task.cancelled() and self._tasks.get(sid) is task:
+            del self._tasks[sid]
+            self._complete(sid, Outcome(S.CANCELLED, reason=self._abort_reason))
 
     def _context(self, step: Step) -> Callable[[int], StepContext]:
         run_id = self.run_id
@@ -496,6 +506,7 @@ class Execution:
         except Exception as exc:
             log.exception("could not record step outcomes; stopping the run")
             self.error = f"the store failed: {exc}"
+            self._aborted = True  # start nothing more: its outcome could not be recorded either
             for sid, outcome in outcomes.items():
                 self._apply(sid, outcome)
             self._fail_fast(next(iter(outcomes)), self.error)
