@@ -8,7 +8,7 @@ harness can keep a warm spare process and not pay the import time inside every t
      "step_delay": 0.0, "crash_at": "after_effect:7" | null, "tool": "keyed" | "unsafe"}
 
 It prints ``started`` just before the run begins (the harness times random kills from there)
-and, at the end, one JSON line: ``{"status", "steps": {id: status}, "busy_waits"}``. Exit code:
+and, at the end, one JSON line: ``{"status", "steps": {id: status}}``. Exit code:
 0 the run succeeded, 1 it finished otherwise, 3 the lease stayed busy, -9 killed.
 
 The plan (``build_plan``): four parallel chains of six steps with cross joins, and a final join
@@ -43,7 +43,6 @@ import signal
 import sqlite3
 import sys
 import threading
-import time
 import uuid
 from contextlib import closing
 from typing import Any
@@ -61,8 +60,8 @@ LENGTH = 6
 CROSS = {"c1s3": "c0s2", "c2s2": "c3s1", "c3s4": "c2s3", "c0s5": "c1s4"}
 """Extra dependencies between chains: step -> a step of another chain."""
 BOUNDARIES = ("before_intent", "after_intent", "after_effect", "after_checkpoint")
-BUSY_WAIT_LIMIT = 100
-"""How many times a resumer waits for a dead runner's lease to expire before giving up."""
+LEASE_WAIT = 120.0
+"""Seconds a resumer waits for the lease of the runner it replaces (killed or finishing)."""
 
 LEDGER_SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -141,9 +140,6 @@ def fault(boundary: str) -> None:
 
 def effect(ctx: planrail.StepContext, step: str, inputs: list[str]) -> Mark:
     """Append one effect to the ledger (deduplicated by key in ``keys`` mode), return its token."""
-    delay = float(CONFIG.get("step_delay", 0.0))
-    if delay:
-        time.sleep(delay)  # stands in for an upstream's latency (in the runner, not in a test)
     key = ctx.idempotency_key if CONFIG.get("keys", True) else uuid.uuid4().hex
     with closing(open_ledger(CONFIG["ledger"])) as conn:
         conn.execute("BEGIN IMMEDIATE")
@@ -163,6 +159,14 @@ def effect(ctx: planrail.StepContext, step: str, inputs: list[str]) -> Mark:
     return Mark(step=step, token=token)
 
 
+async def upstream_latency() -> None:
+    """Async tools wait ``step_delay`` seconds first, as a call to a slow upstream would (this is
+    the workload's latency, which gives the random SIGKILLs something to interrupt)."""
+    delay = float(CONFIG.get("step_delay", 0.0))
+    if delay:
+        await asyncio.sleep(delay)
+
+
 @planrail.tool(side_effects="keyed")
 def write_sync(ctx: planrail.StepContext, step: str, inputs: list[str]) -> Mark:
     """Record an effect (runs in a worker thread)."""
@@ -172,6 +176,7 @@ def write_sync(ctx: planrail.StepContext, step: str, inputs: list[str]) -> Mark:
 @planrail.tool(side_effects="keyed")
 async def write_async(ctx: planrail.StepContext, step: str, inputs: list[str]) -> Mark:
     """Record an effect (runs on the event loop)."""
+    await upstream_latency()
     return effect(ctx, step, inputs)
 
 
@@ -184,6 +189,7 @@ def unsafe_sync(ctx: planrail.StepContext, step: str, inputs: list[str]) -> Mark
 @planrail.tool(side_effects="unsafe")
 async def unsafe_async(ctx: planrail.StepContext, step: str, inputs: list[str]) -> Mark:
     """The same effect from a tool that does not promise to honour keys (async)."""
+    await upstream_latency()
     return effect(ctx, step, inputs)
 
 
@@ -220,29 +226,22 @@ def run_once() -> int:
     plan = planrail.validate(
         build_plan("unsafe" if CONFIG.get("tool") == "unsafe" else "write"), TOOLS
     ).raise_for_errors()
-    busy_waits = 0
     print("started", flush=True)
-    while True:
-        execution = Execution(
-            plan,
-            TOOLS,
-            store=store,
-            run_id=CONFIG["run_id"],
-            lease_ttl=float(CONFIG.get("lease_ttl", 0.3)),
-        )
-        try:
-            result = asyncio.run(execution.run())
-            break
-        except RunBusyError:
-            # The previous runner died holding the lease (or another runner is alive): wait for
-            # the lease to expire, as an operator would, then try again.
-            busy_waits += 1
-            if busy_waits > BUSY_WAIT_LIMIT:
-                print(json.dumps({"status": "busy", "busy_waits": busy_waits}), flush=True)
-                return 3
-            lease = store.get_lease(CONFIG["run_id"])
-            left = lease.expires_at - time.time() if lease is not None else 0.0
-            time.sleep(min(max(left, 0.0) + 0.01, 1.0))
+    # A resumer may find the lease of the runner it replaces (killed, or still finishing):
+    # the executor waits for it to be released or to expire, on its clock, before taking over.
+    execution = Execution(
+        plan,
+        TOOLS,
+        store=store,
+        run_id=CONFIG["run_id"],
+        lease_ttl=float(CONFIG.get("lease_ttl", 0.3)),
+        lease_wait=LEASE_WAIT,
+    )
+    try:
+        result = asyncio.run(execution.run())
+    except RunBusyError:
+        print(json.dumps({"status": "busy"}), flush=True)
+        return 3
     steps = {sid: str(r.status) for sid, r in result.steps.items()}
     print(
         json.dumps(
@@ -250,7 +249,6 @@ def run_once() -> int:
                 "status": result.status,
                 "error": result.error,
                 "steps": steps,
-                "busy_waits": busy_waits,
             }
         ),
         flush=True,

@@ -46,9 +46,17 @@ def resume_cmd(
     store: StoreOpt = None,
     quiet: QuietOpt = False,
     trace: TraceOpt = None,
+    wait: Annotated[
+        float,
+        typer.Option("--wait", min=0, help="Seconds to wait while another runner holds the run."),
+    ] = 0.0,
     json_out: JsonOpt = False,
 ) -> None:
-    """Continue a run from its checkpoint: succeeded steps are not run again."""
+    """Continue a run from its checkpoint: succeeded steps are not run again.
+
+    While another runner holds the run's lease, fail at once (exit 2), or wait up to --wait
+    seconds for it to finish or for its lease to expire.
+    """
     console = _out(json_out)
     the_store = open_store_or_exit(store, console)
     run = the_store.get_run(run_id)
@@ -67,7 +75,7 @@ def resume_cmd(
         else:
             print_issues(console, report, f"the plan of run {run_id}")
         raise typer.Exit(ExitCode.INVALID_PLAN)
-    execution = Execution(report.plan, registry, run_id=run_id, store=the_store)
+    execution = Execution(report.plan, registry, run_id=run_id, store=the_store, lease_wait=wait)
     attach_observers(execution, trace, console)
     result = execute(execution, console, quiet=quiet or json_out)
     emit_result(result, console, json_out=json_out)

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from planrail.clock import SYSTEM_CLOCK
-from planrail.engine.checkpoint import Checkpointer
+from planrail.engine.checkpoint import Checkpointer, RunBusyError
 from planrail.engine.events import Event, EventType
 from planrail.engine.result import RunResult, StepResult
 from planrail.engine.scheduler import Node, Scheduler, Skip
@@ -80,6 +80,7 @@ class Execution:
         handlers: Mapping[str, ActionHandler] | None = None,
         store: Store | None = None,
         lease_ttl: float = 30.0,
+        lease_wait: float = 0.0,
         open_plan: bool = False,
         approval: dict[str, Any] | None = None,
         policy: RunPolicy | None = None,
@@ -98,6 +99,8 @@ class Execution:
         self.observers = list(observers)
         self.store = store
         self.lease_ttl = lease_ttl
+        self.lease_wait = lease_wait
+        """Seconds to wait for a run whose lease another runner holds (0: refuse at once)."""
         self.approval = approval
         """Who approved the plan, and its hash (recorded with the run)."""
         self.results: dict[str, StepResult] = {s.id: StepResult(s.id) for s in plan.steps}
@@ -244,18 +247,7 @@ class Execution:
         if self._sealed:  # an open plan's approval is checked when it is sealed
             check_approval(self.approval, self.plan.hash)
         if self.store is not None:
-            self._ckpt = Checkpointer(
-                self.store,
-                self.plan,
-                self.registry,
-                self.run_id,
-                self.clock,
-                lease_ttl=self.lease_ttl,
-                approval=self.approval,
-                redactor=self.redactor,
-            )
-            stored, self._in_doubt = self._ckpt.open()
-            self._restored.update(stored)
+            await self._open_checkpoint()
         self._wakeup = asyncio.Event()
         self._pool = ThreadPoolExecutor(
             max_workers=self.max_concurrency or 64, thread_name_prefix="planrail-tool"
@@ -311,6 +303,36 @@ class Execution:
                 self._ckpt.release()
         while self._events:
             yield self._events.popleft()
+
+    async def _open_checkpoint(self) -> None:
+        """Create or take over the run in the store; while another runner holds its lease,
+        wait up to ``lease_wait`` seconds (on the injected clock) for it to be released or to
+        expire, then give up with :class:`RunBusyError`."""
+        assert self.store is not None
+        give_up = self.clock.monotonic() + self.lease_wait
+        pause = 0.05
+        while True:
+            self._ckpt = Checkpointer(
+                self.store,
+                self.plan,
+                self.registry,
+                self.run_id,
+                self.clock,
+                lease_ttl=self.lease_ttl,
+                approval=self.approval,
+                redactor=self.redactor,
+            )
+            try:
+                stored, self._in_doubt = self._ckpt.open()
+            except RunBusyError:
+                left = give_up - self.clock.monotonic()
+                if left <= 0:
+                    raise
+                await self.clock.sleep(min(pause, left))
+                pause = min(pause * 2, 1.0)
+                continue
+            self._restored.update(stored)
+            return
 
     def result(self) -> RunResult:
         return RunResult(
