@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from typing import Any, NewType, Protocol, runtime_checkable
 
-__all__ = ["Clock", "JSON", "Observer", "RunId", "StepId", "StepStatus"]
+__all__ = ["JSON", "Clock", "Observer", "RunId", "StepId", "StepStatus"]
 
 StepId = NewType("StepId", str)
 """A step's id inside its plan (``^[A-Za-z_][A-Za-z0-9_]{0,63}$``)."""

@@ -26,6 +26,9 @@ class EventType(enum.StrEnum):
     STEP_SKIPPED = "step_skipped"
     STEP_CANCELLED = "step_cancelled"
     STEP_IN_DOUBT = "step_in_doubt"
+    POLICY_DECISION = "policy_decision"
+    """A security policy vetted a tool call: ``action``, ``reason``, ``rule``, ``sources``,
+    ``tool``, and for approvals ``args_hash`` and ``approved``."""
     RUN_FINISHED = "run_finished"
 
 

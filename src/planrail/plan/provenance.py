@@ -1,0 +1,331 @@
+"""Provenance: where every argument of every step can come from, computed from the plan alone.
+
+A value's *sources* are a set of :class:`Source` s:
+
+- ``user``: literal text and values written in the plan (by a person, or by the planner from
+  the user's request);
+- ``tool:NAME``: the output of a step calling tool ``NAME`` (a fallback tool included);
+- ``llm:STEP``: the answer of the ``llm_call`` step ``STEP``.
+
+Sources flow along references. An ``llm_call`` step's answer carries its own ``llm:`` source
+*and* every source of its inputs (prompt, args, the goal): a model can repeat whatever it read.
+A tool's output likewise carries the sources of its arguments besides its own ``tool:`` source
+(a search tool's results are chosen by its query). A ``condition_check`` output carries the
+sources of its condition. ``${item}`` carries the sources of the ``for_each`` list; ``$first``
+carries every candidate statically and only the chosen one at run time (pass ``available``).
+
+What is *not* tracked: control flow. A step guarded by ``when`` on a tool's output, or a
+branch chosen by a ``condition_check``, does not make its arguments derive from that output.
+
+Everything here is pure and linear in the plan's size (each step is analysed once, without
+recursion). Sources are compared by kind and name, so a step's set never holds more entries
+than there are distinct tools and LLM steps upstream of it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from planrail.errors import ReferenceSyntaxError
+from planrail.plan.first import FIRST
+from planrail.plan.refs import parse_template
+
+if TYPE_CHECKING:
+    from planrail.plan.model import Plan, Step
+    from planrail.plan.tools import ToolRegistry, ToolSpec
+
+__all__ = [
+    "PATTERN_WORDS",
+    "USER",
+    "Provenance",
+    "Source",
+    "SourceKind",
+    "Sources",
+    "analyze",
+    "check_pattern",
+    "labels",
+]
+
+SourceKind = Literal["user", "tool", "llm"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Source:
+    """One origin of data."""
+
+    kind: SourceKind
+    name: str = ""
+    """The tool's name (``tool``), the step's id (``llm``), empty for ``user``."""
+    sensitivity: str = "public"
+    """The producing tool's ``sensitivity`` (``public``, ``private`` or ``secret``)."""
+
+    @property
+    def label(self) -> str:
+        """``user``, ``tool:NAME`` or ``llm:STEP`` — what policies and events show."""
+        return self.kind if self.kind == "user" else f"{self.kind}:{self.name}"
+
+    def __str__(self) -> str:
+        return self.label
+
+    def matches(self, pattern: str) -> bool:
+        """Whether a policy pattern names this source (see :data:`PATTERN_WORDS`)."""
+        if pattern in ("*", self.kind):
+            return True
+        if pattern == "external":
+            return self.kind != "user"
+        if pattern in ("private", "secret"):
+            return self.sensitivity == pattern or (
+                pattern == "private" and self.sensitivity == "secret"
+            )
+        kind, sep, glob = pattern.partition(":")
+        return bool(sep) and kind == self.kind and fnmatch.fnmatchcase(self.name, glob)
+
+
+Sources = frozenset[Source]
+
+USER = Source("user")
+_ONLY_USER: Sources = frozenset({USER})
+_NONE: Sources = frozenset()
+
+PATTERN_WORDS: dict[str, str] = {
+    "*": "any source",
+    "user": "literal values written in the plan",
+    "tool": "the output of any tool",
+    "tool:GLOB": "the output of tools whose name matches GLOB (fnmatch)",
+    "llm": "the answer of any llm_call step",
+    "llm:GLOB": "the answer of llm_call steps whose id matches GLOB",
+    "external": "anything but user: any tool or LLM output",
+    "private": "the output of tools declared sensitivity='private' (or 'secret')",
+    "secret": "the output of tools declared sensitivity='secret'",
+}
+"""The patterns a security rule's ``from`` may use."""
+
+
+def check_pattern(pattern: str) -> str | None:
+    """What is wrong with a source pattern, or ``None`` if it is well-formed."""
+    if not isinstance(pattern, str) or not pattern:
+        return "a source pattern is a non-empty string"
+    if pattern in ("*", "user", "tool", "llm", "external", "private", "secret"):
+        return None
+    kind, sep, glob = pattern.partition(":")
+    if sep and kind in ("tool", "llm") and glob:
+        return None
+    return f"unknown source pattern {pattern!r}; use one of {', '.join(PATTERN_WORDS)}"
+
+
+def labels(sources: Iterable[Source]) -> list[str]:
+    """Sorted labels, for messages and events."""
+    return sorted({s.label for s in sources})
+
+
+@dataclass(frozen=True, slots=True)
+class _Static:
+    output: Sources
+    inputs: Sources
+
+
+class Provenance:
+    """The provenance of a plan's steps (and of steps added to an open plan later).
+
+    ``steps`` may be a live mapping that grows (an open plan); each step is analysed once, the
+    first time it is asked about.
+    """
+
+    def __init__(self, steps: Mapping[str, Step], registry: ToolRegistry | None = None) -> None:
+        self._steps = steps
+        self.registry = registry
+        self._done: dict[str, _Static] = {}
+
+    # ------------------------------------------------------------------ queries
+
+    def spec(self, tool: str | None) -> ToolSpec | None:
+        """The tool's spec, when a registry was given and holds it."""
+        if self.registry is None or not tool:
+            return None
+        return self.registry.spec(tool)
+
+    def output(self, step_id: str) -> Sources:
+        """Everything the output of ``step_id`` can carry."""
+        return self._static(step_id).output
+
+    def inputs(self, step_id: str) -> Sources:
+        """Everything the action of ``step_id`` reads (args, prompt, condition, items)."""
+        return self._static(step_id).inputs
+
+    def sources(
+        self, value: Any, step: Step | None = None, *, available: Container[str] | None = None
+    ) -> Sources:
+        """The sources of ``value`` (JSON that may hold references) inside ``step``.
+
+        Without ``available`` the answer is static: every ``$first`` candidate counts. With it
+        (the ids of steps that have an output), ``$first`` counts only the candidate the
+        resolver will pick.
+        """
+        found: set[Source] = set()
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            kind = type(v)
+            if kind is str:
+                if "$" not in v:
+                    found.add(USER)
+                    continue
+                try:
+                    parts = parse_template(v).parts
+                except ReferenceSyntaxError:
+                    found.add(USER)  # never resolved: the step fails before any call
+                    continue
+                for part in parts:
+                    if isinstance(part, str):
+                        if part:
+                            found.add(USER)
+                    else:
+                        found |= self._ref_sources(part.step, step, available)
+            elif kind is dict:
+                if FIRST in v and len(v) == 1 and type(v[FIRST]) is list and v[FIRST]:
+                    stack.extend(self._candidates(v[FIRST], available))
+                elif not v:
+                    found.add(USER)
+                else:
+                    stack.extend(v.values())
+            elif kind is list:
+                if not v:
+                    found.add(USER)
+                stack.extend(v)
+            else:
+                found.add(USER)
+        return frozenset(found)
+
+    def args(self, step: Step, *, available: Container[str] | None = None) -> dict[str, Sources]:
+        """The sources of each top-level argument of ``step``'s call.
+
+        ``step`` may be the stand-in the runner builds for a fallback call (same id, the
+        fallback tool and its args): its ``args`` are what is analysed.
+        """
+        return {
+            name: self.sources(value, step, available=available)
+            for name, value in step.args.items()
+        }
+
+    def describe(self, step_id: str) -> dict[str, Any]:
+        """A JSON summary of one step: its arguments' sources and its output's (for tools)."""
+        step = self._steps[step_id]
+        return {
+            "args": {k: labels(v) for k, v in self.args(step).items()},
+            "output": labels(self.output(step_id)),
+        }
+
+    # ------------------------------------------------------------------ analysis
+
+    def _ref_sources(
+        self, name: str, step: Step | None, available: Container[str] | None
+    ) -> Sources:
+        if name in self._steps:
+            if available is not None and name not in available:
+                return _NONE  # not produced (yet): the resolver fails; nothing flows
+            return self.output(name)
+        if name == "item" and step is not None and step.for_each is not None:
+            return self.sources(step.for_each, step, available=available)
+        return _NONE  # ``self`` (the step's own output) or a name the validator rejected
+
+    def _candidates(self, cands: list[Any], available: Container[str] | None) -> list[Any]:
+        if available is None:
+            return list(cands)
+        for cand in cands:
+            if all(s in available for s in _direct_steps(cand) if s in self._steps):
+                return [cand]
+        return []
+
+    def _static(self, step_id: str) -> _Static:
+        done = self._done.get(step_id)
+        if done is not None:
+            return done
+        # Iterative post-order over the steps this one reads from (no recursion limit).
+        on_path: set[str] = set()
+        stack: list[tuple[str, bool]] = [(step_id, False)]
+        while stack:
+            sid, ready = stack.pop()
+            if sid in self._done:
+                continue
+            if ready:
+                on_path.discard(sid)
+                self._done[sid] = self._compute(self._steps[sid])
+                continue
+            if sid in on_path:
+                raise ValueError(f"step {sid!r} reads its own output through a cycle")
+            on_path.add(sid)
+            stack.append((sid, True))
+            for dep in _read_steps(self._steps[sid]):
+                if dep in self._steps and dep not in self._done and dep != sid:
+                    stack.append((dep, False))
+        return self._done[step_id]
+
+    def _compute(self, step: Step) -> _Static:
+        inputs: set[Source] = set()
+        produced: set[Source] = set()
+        if step.action == "condition_check":
+            inputs |= self.sources(step.condition, step)
+        else:
+            inputs |= self.sources(step.args, step) if step.args else set()
+            if step.for_each is not None:
+                inputs |= self.sources(step.for_each, step)
+            if step.action == "llm_call":
+                inputs.add(USER)  # the goal anchor
+                if step.prompt is not None:
+                    inputs |= self.sources(step.prompt, step)
+                produced.add(Source("llm", step.id))
+            elif step.tool:
+                produced.add(self._tool_source(step.tool))
+        output = inputs | produced
+        fb = step.fallback
+        if fb is not None:
+            if fb.tool:
+                output |= {self._tool_source(fb.tool)}
+                output |= self.sources(fb.args, step) if fb.args else set()
+            else:
+                output |= self.sources(fb.value, step)
+        return _Static(frozenset(output), frozenset(inputs))
+
+    def _tool_source(self, tool: str) -> Source:
+        spec = self.spec(tool)
+        return Source("tool", tool, spec.sensitivity if spec is not None else "public")
+
+
+def analyze(plan: Plan, registry: ToolRegistry | None = None) -> Provenance:
+    """The provenance of every step of ``plan`` (computed now, in dependency order)."""
+    prov = Provenance(plan.by_id, registry)
+    for step in plan.steps:
+        prov.output(step.id)
+    return prov
+
+
+def _read_steps(step: Step) -> set[str]:
+    """Ids named by references in the fields whose data flows into the step's output."""
+    values: list[Any] = [step.args, step.for_each, step.prompt, step.condition]
+    if step.fallback is not None:
+        values += [step.fallback.args, step.fallback.value]
+    return _direct_steps(values, through_first=True)
+
+
+def _direct_steps(value: Any, *, through_first: bool = False) -> set[str]:
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is str:
+            if "$" in v:
+                try:
+                    found.update(r.step for r in parse_template(v).references)
+                except ReferenceSyntaxError:
+                    continue
+        elif kind is dict:
+            if FIRST in v and not through_first:
+                continue
+            stack.extend(v.values())
+        elif kind is list:
+            stack.extend(v)
+    return found
