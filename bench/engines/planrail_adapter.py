@@ -10,8 +10,9 @@
 
 Validation runs in ``prepare`` and is reported as build time, the way LangGraph's graph
 compilation is; ``wall`` figures include it. Each step's ``args.inputs`` is a list of
-whole-output references ``["${dep}", ...]``, so planrail must resolve them to the dependencies' real outputs for the correctness check to pass. The tool
-is defined per run (inside ``run``) so the inputs it records belong to that run alone.
+whole-output references ``["${dep}", ...]``, so planrail must resolve them to the
+dependencies' real outputs for the correctness check to pass. The tool is defined per run
+(inside ``run``) so the inputs it records belong to that run alone.
 """
 
 from __future__ import annotations

@@ -269,7 +269,7 @@ def run_cmd(
         approval = approve(console, report.plan, registry, yes=yes)
     if approval is None:
         if json_out:
-            refused = {
+            refused: dict[str, Any] = {
                 "run_id": run_id,
                 "status": "awaiting_approval",
                 "output": None,

@@ -244,7 +244,9 @@ class Execution:
         recorded, the run is marked ``cancelled``)."""
         if self.status != "pending":
             raise RuntimeError("an Execution runs once")
-        if self._sealed:  # an open plan's approval is checked when it is sealed
+        # An open plan's approval is checked when it is sealed; hashing a big plan costs, so
+        # only a run bound to an approval computes it.
+        if self._sealed and self.approval is not None:
             check_approval(self.approval, self.plan.hash)
         if self.store is not None:
             await self._open_checkpoint()
