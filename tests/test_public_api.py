@@ -20,6 +20,8 @@ EXPECTED = {
     "RunPolicy",
     "RetryableError",
     "RunResult",
+    "Secret",
+    "SecurityPolicy",
     "Step",
     "StepContext",
     "StepResult",

@@ -21,10 +21,12 @@ from planrail.errors import (
 from planrail.plan.catalog import load_catalog, load_tools
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan, Step
+from planrail.plan.secrets import Secret
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec, tool
 from planrail.plan.validate import Issue, ValidationReport, load_plan, validate
 from planrail.policies.limits import ResourceLimit, RunPolicy
 from planrail.policies.retry import RetryPolicy
+from planrail.policies.security import SecurityPolicy
 from planrail.store import open_store
 from planrail.types import StepStatus
 
@@ -48,6 +50,8 @@ __all__ = [
     "RetryableError",
     "RunPolicy",
     "RunResult",
+    "Secret",
+    "SecurityPolicy",
     "Step",
     "StepContext",
     "StepResult",

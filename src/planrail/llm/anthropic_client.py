@@ -29,7 +29,7 @@ def _import_anthropic() -> ModuleType:
         raise MissingExtraError(
             "the Anthropic client needs the anthropic package: pip install 'planrail[anthropic]'"
         ) from None
-    return anthropic  # type: ignore[no-any-return]
+    return anthropic  # type: ignore[no-any-return,unused-ignore]
 
 
 class AnthropicClient:

@@ -128,13 +128,28 @@ def _not_json(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__} is not JSON data")
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def parse_template(text: str) -> Template:
     """Split ``text`` into literal pieces and references, in one left-to-right pass.
 
-    Raises :class:`ReferenceSyntaxError` (with the offset) for a malformed ``${...}``. Results
-    are immutable and cached, so the executor reuses what the validator parsed.
+    Raises :class:`ReferenceSyntaxError` (with the offset) for a malformed ``${...}``. Short
+    strings (the usual ``${step.field}`` arguments) are cached — results are immutable — so the
+    executor reuses what the validator parsed; long ones are parsed afresh so a hostile plan
+    cannot fill memory through the cache.
     """
+    if len(text) <= _CACHED_LENGTH:
+        return _parse_template_cached(text)
+    return _parse_template(text)
+
+
+_CACHED_LENGTH = 256
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_template_cached(text: str) -> Template:
+    return _parse_template(text)
+
+
+def _parse_template(text: str) -> Template:
     if "$" not in text:
         return Template((text,))
     parts: list[str | Reference] = []
