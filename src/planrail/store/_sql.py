@@ -12,8 +12,11 @@ from planrail.store._codec import (
     LEASE_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    decode_run,
+    encode_run,
     missing_run,
 )
+from planrail.store.base import RunExistsError, RunRecord, StoreBase, check_list_args
 
 
 def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], p: str) -> str:
@@ -160,3 +163,38 @@ def reserve_seqs(run_ids: Sequence[str], take: Callable[[str, int], Any]) -> lis
         seqs.append(next_seq[run_id])
         next_seq[run_id] += 1
     return seqs
+
+
+class SQLStoreBase(StoreBase):
+    """What the SQL backends share: queries whose text differs only in parameter style.
+
+    A backend sets ``_sql`` (its :class:`Statements`) and provides ``_write(what)`` (a context
+    manager yielding a connection inside one transaction) and ``_read(sql, params)``.
+    """
+
+    _sql: Statements
+
+    def _write(self, what: str) -> Any:
+        raise NotImplementedError
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def create_run(self, run: RunRecord) -> None:
+        row = encode_run(run)
+        with self._write("creating a run") as conn:
+            if conn.execute(self._sql.insert_run, row).rowcount == 0:
+                raise RunExistsError(f"run {run.run_id!r} already exists", run_id=run.run_id)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._read(self._sql.get_run, (run_id,))
+        return decode_run(rows[0]) if rows else None
+
+    def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        check_list_args(status, limit)
+        q = self._sql
+        sql, params = (q.list_runs, ()) if status is None else (q.list_runs_by_status, (status,))
+        sql += q.list_order
+        if limit is not None:
+            sql, params = sql + q.limit, (*params, limit)
+        return [decode_run(r) for r in self._read(sql, params)]

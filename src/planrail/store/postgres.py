@@ -13,18 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from planrail.errors import StoreError
 from planrail.store import _codec as codec
-from planrail.store._sql import Statements, reserve_seqs, schema_v1
+from planrail.store._sql import SQLStoreBase, Statements, reserve_seqs, schema_v1
 from planrail.store.base import (
     Event,
     Intent,
     Lease,
-    RunExistsError,
     RunRecord,
     StepRecord,
-    StoreBase,
     check_events,
     check_lease_args,
-    check_list_args,
     with_seqs,
 )
 
@@ -54,7 +51,7 @@ def _import_psycopg() -> Any:
     return psycopg
 
 
-class PostgresStore(StoreBase):
+class PostgresStore(SQLStoreBase):
     """A ``Store`` in a PostgreSQL database (psycopg 3), in the connection's current schema.
 
     ``url`` is a ``postgresql://`` URL or a libpq connection string; pick a schema other than
@@ -65,6 +62,8 @@ class PostgresStore(StoreBase):
     The store holds one connection; a lost connection surfaces as ``StoreError`` and the store
     must be reopened.
     """
+
+    _sql = _SQL
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
         self._psycopg = _import_psycopg()
@@ -83,26 +82,6 @@ class PostgresStore(StoreBase):
         except BaseException:
             self._conn.close()
             raise
-
-    def create_run(self, run: RunRecord) -> None:
-        row = codec.encode_run(run)
-        with self._write("creating a run") as conn:
-            if conn.execute(_SQL.insert_run, row).rowcount == 0:
-                raise RunExistsError(f"run {run.run_id!r} already exists", run_id=run.run_id)
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self._read(_SQL.get_run, (run_id,))
-        return codec.decode_run(rows[0]) if rows else None
-
-    def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
-        check_list_args(status, limit)
-        sql, params = (
-            (_SQL.list_runs, ()) if status is None else (_SQL.list_runs_by_status, (status,))
-        )
-        sql += _SQL.list_order
-        if limit is not None:
-            sql, params = sql + _SQL.limit, (*params, limit)
-        return [codec.decode_run(r) for r in self._read(sql, params)]
 
     def commit(
         self,

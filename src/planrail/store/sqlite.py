@@ -14,18 +14,15 @@ from typing import Any
 
 from planrail.errors import StoreCorruptError, StoreError
 from planrail.store import _codec as codec
-from planrail.store._sql import Statements, reserve_seqs, schema_v1
+from planrail.store._sql import SQLStoreBase, Statements, reserve_seqs, schema_v1
 from planrail.store.base import (
     Event,
     Intent,
     Lease,
-    RunExistsError,
     RunRecord,
     StepRecord,
-    StoreBase,
     check_events,
     check_lease_args,
-    check_list_args,
     with_seqs,
 )
 
@@ -44,7 +41,7 @@ _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 
 
-class SQLiteStore(StoreBase):
+class SQLiteStore(SQLStoreBase):
     """A ``Store`` in one SQLite file (standard library ``sqlite3``, WAL mode).
 
     Several processes may open the same file: every write is one ``BEGIN IMMEDIATE``
@@ -56,6 +53,8 @@ class SQLiteStore(StoreBase):
     ``durable=False`` sets ``synchronous=NORMAL``: faster commits, but the last ones may be lost
     on power failure or an OS crash (never on a crash of the process itself).
     """
+
+    _sql = _SQL
 
     def __init__(
         self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0, durable: bool = True
@@ -87,26 +86,6 @@ class SQLiteStore(StoreBase):
         except BaseException:
             self._conn.close()
             raise
-
-    def create_run(self, run: RunRecord) -> None:
-        row = codec.encode_run(run)
-        with self._write("creating a run") as conn:
-            if conn.execute(_SQL.insert_run, row).rowcount == 0:
-                raise RunExistsError(f"run {run.run_id!r} already exists", run_id=run.run_id)
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self._read(_SQL.get_run, (run_id,))
-        return codec.decode_run(rows[0]) if rows else None
-
-    def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
-        check_list_args(status, limit)
-        sql, params = (
-            (_SQL.list_runs, ()) if status is None else (_SQL.list_runs_by_status, (status,))
-        )
-        sql += _SQL.list_order
-        if limit is not None:
-            sql, params = sql + _SQL.limit, (*params, limit)
-        return [codec.decode_run(r) for r in self._read(sql, params)]
 
     def commit(
         self,
