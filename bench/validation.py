@@ -35,6 +35,7 @@ from typing import Any
 
 from bench.report import table, write_json
 from planrail.plan.loader import PlanLimits
+from planrail.plan.refs import _parse_template_cached
 from planrail.plan.tools import ToolRegistry, ToolSpec
 from planrail.plan.validate import validate
 
@@ -120,7 +121,14 @@ def generate(n: int, seed: int = 1) -> dict[str, Any]:
 LIMITS = PlanLimits(max_steps=1_000_000, max_plan_bytes=1 << 30, max_nodes=100_000_000)
 
 
+def _cold() -> None:
+    """Forget parsed references: every measured validation parses its plan from scratch (a
+    warm cache would make plans under its size look cheaper than bigger ones)."""
+    _parse_template_cached.cache_clear()
+
+
 def _cpu_seconds(plan: dict[str, Any], gc_enabled: bool) -> float:
+    _cold()
     gc.collect()
     if not gc_enabled:
         gc.disable()
@@ -138,6 +146,7 @@ def measure(n: int, repeats: int) -> dict[str, Any]:
     if not report.valid:
         raise SystemExit(f"generated plan of {n} steps is invalid: {report.errors[:3]}")
     profile = cProfile.Profile()
+    _cold()
     profile.runcall(validate, plan, TOOLS, limits=LIMITS)
     row: dict[str, Any] = {
         "steps": n,

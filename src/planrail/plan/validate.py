@@ -8,6 +8,7 @@ linear in the size of the plan.
 from __future__ import annotations
 
 import difflib
+import gc
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -148,12 +149,23 @@ def validate(
     (or with ``check_tools=False``) tool names, arguments and output fields are not checked.
     """
     ctx = _Ctx(ToolRegistry.of(tools), limits or PlanLimits())
-    _load(ctx, source)
-    if ctx.raw is not None:  # could not load: nothing else to check
-        with_tools = check_tools and tools is not None
-        for pass_ in _PASSES:
-            if with_tools or pass_ not in _TOOL_PASSES:
-                pass_(ctx)
+    # Validating a big plan allocates millions of objects that live until it ends; the cyclic
+    # collector's full passes over them grew the time faster than the plan (15.5x per 10x steps
+    # at 100,000, against 12.1x with the collector paused). Nothing here makes reference
+    # cycles, so the collector is paused while the passes run (and re-enabled only if it was
+    # enabled: nested and concurrent calls are safe).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _load(ctx, source)
+        if ctx.raw is not None:  # could not load: nothing else to check
+            with_tools = check_tools and tools is not None
+            for pass_ in _PASSES:
+                if with_tools or pass_ not in _TOOL_PASSES:
+                    pass_(ctx)
+    finally:
+        if collecting:
+            gc.enable()
     report = ValidationReport(ctx.errors, ctx.warnings)
     if not ctx.errors:
         report.plan = Plan.model_validate(
