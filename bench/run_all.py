@@ -20,6 +20,7 @@ BENCHMARKS = (
     ("durability: memory vs SQLite vs PostgreSQL store", "bench.durability"),
     ("OpenTelemetry on vs off", "bench.otel_overhead"),
     ("reference parsing and fuzzing", "bench.security_fuzz"),
+    ("LLM economy: ReAct loop vs plan-then-execute", "bench.llm_economy"),
 )
 
 
