@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,11 +13,31 @@ from planrail.store._codec import (
     LEASE_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    conflict,
+    decode_event,
+    decode_intent,
+    decode_lease,
     decode_run,
+    decode_step,
+    encode_event,
+    encode_intent,
     encode_run,
+    encode_step,
     missing_run,
 )
-from planrail.store.base import RunExistsError, RunRecord, StoreBase, check_list_args
+from planrail.store.base import (
+    Event,
+    Intent,
+    Lease,
+    RunExistsError,
+    RunRecord,
+    StepRecord,
+    StoreBase,
+    check_events,
+    check_lease_args,
+    check_list_args,
+    with_seqs,
+)
 
 
 def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], p: str) -> str:
@@ -168,14 +189,21 @@ def reserve_seqs(run_ids: Sequence[str], take: Callable[[str, int], Any]) -> lis
 class SQLStoreBase(StoreBase):
     """What the SQL backends share: queries whose text differs only in parameter style.
 
-    A backend sets ``_sql`` (its :class:`Statements`) and provides ``_write(what)`` (a context
-    manager yielding a connection inside one transaction) and ``_read(sql, params)``.
+    A backend sets ``_sql`` (its :class:`Statements`), ``_conn`` and ``_lock``, and provides
+    ``_write(what)`` (a context manager yielding a connection inside one transaction),
+    ``_read(sql, params)`` and, where the connection cannot ``executemany``, ``_cursor(conn)``.
     """
 
     _sql: Statements
+    _conn: Any
+    _lock: Any
 
     def _write(self, what: str) -> Any:
         raise NotImplementedError
+
+    def _cursor(self, conn: Any) -> Any:
+        """Something with ``execute``/``executemany`` inside the transaction, as a context."""
+        return contextlib.nullcontext(conn)
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
@@ -198,3 +226,68 @@ class SQLStoreBase(StoreBase):
         if limit is not None:
             sql, params = sql + q.limit, (*params, limit)
         return [decode_run(r) for r in self._read(sql, params)]
+
+    def commit(
+        self,
+        *,
+        run: RunRecord | None = None,
+        steps: Sequence[StepRecord] = (),
+        events: Sequence[Event] = (),
+        intents: Sequence[Intent] = (),
+    ) -> list[Event]:
+        check_events(events)
+        q = self._sql
+        run_row = None if run is None else encode_run(run)
+        step_rows = [encode_step(s) for s in steps]
+        event_rows = [encode_event(e) for e in events]
+        with self._write("committing") as conn:
+            if run_row is not None:
+                conn.execute(q.upsert_run, run_row)
+            for run_id in {r[0] for r in step_rows} | {i.run_id for i in intents}:
+                known = run_row is not None and run_id == run_row[0]
+                if not known and conn.execute(q.run_exists, (run_id,)).fetchone() is None:
+                    raise missing_run(run_id)
+            with self._cursor(conn) as cur:
+                if step_rows:
+                    cur.executemany(q.upsert_step, step_rows)
+                for intent in intents:
+                    row = cur.execute(q.record_intent, encode_intent(intent)).fetchone()
+                    if row is not None and row[0] != intent.args_hash:
+                        raise conflict(intent, row[0])
+                seqs = reserve_seqs(
+                    [r[0] for r in event_rows],
+                    lambda run_id, n: cur.execute(q.take_seqs, (n, run_id)).fetchone(),
+                )
+                if event_rows:
+                    cur.executemany(
+                        q.insert_event,
+                        [(r[0], s, *r[2:]) for r, s in zip(event_rows, seqs, strict=True)],
+                    )
+        return with_seqs(events, seqs)
+
+    def get_steps(self, run_id: str) -> dict[str, StepRecord]:
+        return {r[1]: decode_step(r) for r in self._read(self._sql.get_steps, (run_id,))}
+
+    def events(self, run_id: str, after_seq: int = 0) -> list[Event]:
+        return [decode_event(r) for r in self._read(self._sql.get_events, (run_id, after_seq))]
+
+    def intents(self, run_id: str) -> list[Intent]:
+        return [decode_intent(r) for r in self._read(self._sql.get_intents, (run_id,))]
+
+    def renew_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
+        check_lease_args(ttl)
+        with self._write("renewing a lease") as conn:
+            params = (now + ttl, run_id, owner, now)
+            return bool(conn.execute(self._sql.renew_lease, params).rowcount == 1)
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        with self._write("releasing a lease") as conn:
+            conn.execute(self._sql.release_lease, (run_id, owner))
+
+    def get_lease(self, run_id: str) -> Lease | None:
+        rows = self._read(self._sql.get_lease, (run_id,))
+        return decode_lease(rows[0]) if rows else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

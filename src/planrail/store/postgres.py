@@ -12,17 +12,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from planrail.errors import StoreError
-from planrail.store import _codec as codec
-from planrail.store._sql import SQLStoreBase, Statements, reserve_seqs, schema_v1
+from planrail.store._sql import SQLStoreBase, Statements, schema_v1
 from planrail.store.base import (
-    Event,
-    Intent,
-    Lease,
-    RunRecord,
-    StepRecord,
-    check_events,
     check_lease_args,
-    with_seqs,
 )
 
 if TYPE_CHECKING:
@@ -83,73 +75,10 @@ class PostgresStore(SQLStoreBase):
             self._conn.close()
             raise
 
-    def commit(
-        self,
-        *,
-        run: RunRecord | None = None,
-        steps: Sequence[StepRecord] = (),
-        events: Sequence[Event] = (),
-        intents: Sequence[Intent] = (),
-    ) -> list[Event]:
-        check_events(events)
-        run_row = None if run is None else codec.encode_run(run)
-        step_rows = [codec.encode_step(s) for s in steps]
-        event_rows = [codec.encode_event(e) for e in events]
-        with self._write("committing") as conn:
-            if run_row is not None:
-                conn.execute(_SQL.upsert_run, run_row)
-            for run_id in {r[0] for r in step_rows} | {i.run_id for i in intents}:
-                known = run_row is not None and run_id == run_row[0]
-                if not known and conn.execute(_SQL.run_exists, (run_id,)).fetchone() is None:
-                    raise codec.missing_run(run_id)
-            with conn.cursor() as cur:
-                if step_rows:
-                    cur.executemany(_SQL.upsert_step, step_rows)
-                for intent in intents:
-                    row = cur.execute(_SQL.record_intent, codec.encode_intent(intent)).fetchone()
-                    if row is not None and row[0] != intent.args_hash:
-                        raise codec.conflict(intent, row[0])
-                seqs = reserve_seqs(
-                    [r[0] for r in event_rows],
-                    lambda run_id, n: cur.execute(_SQL.take_seqs, (n, run_id)).fetchone(),
-                )
-                if event_rows:
-                    cur.executemany(
-                        _SQL.insert_event,
-                        [(r[0], s, *r[2:]) for r, s in zip(event_rows, seqs, strict=True)],
-                    )
-        return with_seqs(events, seqs)
-
-    def get_steps(self, run_id: str) -> dict[str, StepRecord]:
-        return {r[1]: codec.decode_step(r) for r in self._read(_SQL.get_steps, (run_id,))}
-
-    def events(self, run_id: str, after_seq: int = 0) -> list[Event]:
-        return [codec.decode_event(r) for r in self._read(_SQL.get_events, (run_id, after_seq))]
-
-    def intents(self, run_id: str) -> list[Intent]:
-        return [codec.decode_intent(r) for r in self._read(_SQL.get_intents, (run_id,))]
-
     def acquire_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
         check_lease_args(ttl)
         rows = self._read(_SQL.acquire_lease, (run_id, owner, now + ttl, now))
         return bool(rows)
-
-    def renew_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
-        check_lease_args(ttl)
-        with self._write("renewing a lease") as conn:
-            return conn.execute(_SQL.renew_lease, (now + ttl, run_id, owner, now)).rowcount == 1
-
-    def release_lease(self, run_id: str, owner: str) -> None:
-        with self._write("releasing a lease") as conn:
-            conn.execute(_SQL.release_lease, (run_id, owner))
-
-    def get_lease(self, run_id: str) -> Lease | None:
-        rows = self._read(_SQL.get_lease, (run_id,))
-        return codec.decode_lease(rows[0]) if rows else None
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._where!r})"
@@ -184,6 +113,9 @@ class PostgresStore(SQLStoreBase):
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock, self._translate("reading"):
             return self._conn.execute(sql, params).fetchall()
+
+    def _cursor(self, conn: Any) -> Any:
+        return conn.cursor()  # psycopg connections have no executemany
 
     @contextmanager
     def _write(self, doing: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:

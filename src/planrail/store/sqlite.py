@@ -13,17 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from planrail.errors import StoreCorruptError, StoreError
-from planrail.store import _codec as codec
-from planrail.store._sql import SQLStoreBase, Statements, reserve_seqs, schema_v1
+from planrail.store._sql import SQLStoreBase, Statements, schema_v1
 from planrail.store.base import (
-    Event,
-    Intent,
-    Lease,
-    RunRecord,
-    StepRecord,
-    check_events,
     check_lease_args,
-    with_seqs,
 )
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -87,76 +79,11 @@ class SQLiteStore(SQLStoreBase):
             self._conn.close()
             raise
 
-    def commit(
-        self,
-        *,
-        run: RunRecord | None = None,
-        steps: Sequence[StepRecord] = (),
-        events: Sequence[Event] = (),
-        intents: Sequence[Intent] = (),
-    ) -> list[Event]:
-        check_events(events)
-        run_row = None if run is None else codec.encode_run(run)
-        step_rows = [codec.encode_step(s) for s in steps]
-        event_rows = [codec.encode_event(e) for e in events]
-        with self._write("committing") as conn:
-            if run_row is not None:
-                conn.execute(_SQL.upsert_run, run_row)
-            for run_id in {r[0] for r in step_rows} | {i.run_id for i in intents}:
-                known = run_row is not None and run_id == run_row[0]
-                if not known and conn.execute(_SQL.run_exists, (run_id,)).fetchone() is None:
-                    raise codec.missing_run(run_id)
-            if step_rows:
-                conn.executemany(_SQL.upsert_step, step_rows)
-            for intent in intents:
-                (recorded,) = conn.execute(
-                    _SQL.record_intent, codec.encode_intent(intent)
-                ).fetchone()
-                if recorded != intent.args_hash:
-                    raise codec.conflict(intent, recorded)
-            seqs = reserve_seqs(
-                [r[0] for r in event_rows],
-                lambda run_id, n: conn.execute(_SQL.take_seqs, (n, run_id)).fetchone(),
-            )
-            if event_rows:
-                conn.executemany(
-                    _SQL.insert_event,
-                    [(r[0], s, *r[2:]) for r, s in zip(event_rows, seqs, strict=True)],
-                )
-        return with_seqs(events, seqs)
-
-    def get_steps(self, run_id: str) -> dict[str, StepRecord]:
-        return {r[1]: codec.decode_step(r) for r in self._read(_SQL.get_steps, (run_id,))}
-
-    def events(self, run_id: str, after_seq: int = 0) -> list[Event]:
-        return [codec.decode_event(r) for r in self._read(_SQL.get_events, (run_id, after_seq))]
-
-    def intents(self, run_id: str) -> list[Intent]:
-        return [codec.decode_intent(r) for r in self._read(_SQL.get_intents, (run_id,))]
-
     def acquire_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
         check_lease_args(ttl)
         with self._write("acquiring a lease") as conn:
             params = (run_id, owner, now + ttl, now)
             return conn.execute(_SQL.acquire_lease, params).fetchone() is not None
-
-    def renew_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
-        check_lease_args(ttl)
-        with self._write("renewing a lease") as conn:
-            params = (now + ttl, run_id, owner, now)
-            return conn.execute(_SQL.renew_lease, params).rowcount == 1
-
-    def release_lease(self, run_id: str, owner: str) -> None:
-        with self._write("releasing a lease") as conn:
-            conn.execute(_SQL.release_lease, (run_id, owner))
-
-    def get_lease(self, run_id: str) -> Lease | None:
-        rows = self._read(_SQL.get_lease, (run_id,))
-        return codec.decode_lease(rows[0]) if rows else None
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -190,7 +117,8 @@ class SQLiteStore(SQLStoreBase):
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock, self._translate("reading"):
-            return self._conn.execute(sql, params).fetchall()
+            rows: list[Any] = self._conn.execute(sql, params).fetchall()
+        return rows
 
     @contextmanager
     def _write(self, doing: str) -> Iterator[sqlite3.Connection]:
