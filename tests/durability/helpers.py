@@ -15,8 +15,7 @@ import contextlib
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -25,6 +24,7 @@ from planrail.engine.executor import Execution
 from planrail.plan.model import Plan
 from planrail.plan.tools import Tool
 from planrail.store import Event, Intent, Lease, RunRecord, StepRecord, Store
+from planrail.store.base import StoreBase
 from planrail.testing import FakeClock
 
 LEASE_TTL = 30.0
@@ -125,7 +125,7 @@ def make_plan(tools: list[Tool], b_tool: str = "keyed", c_arg: str = "token") ->
     return planrail.validate(doc, tools).raise_for_errors()
 
 
-class DyingStore:
+class DyingStore(StoreBase):
     """A :class:`~planrail.store.Store` proxy that drops every write once :meth:`die` was called."""
 
     def __init__(self, inner: Store) -> None:
@@ -187,17 +187,6 @@ class DyingStore:
 
     def close(self) -> None:
         """The inner store belongs to the test: closing the proxy leaves it open."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 async def crash_run(
