@@ -101,6 +101,8 @@ class Checkpointer:
         """Redacts secrets from every record before it is written (``docs/security.md``)."""
         self.created_at = clock.now()
         self._events: list[StoredEvent] = []
+        self._digests: dict[str, tuple[Any, str]] = {}
+        """Per step: the arguments its intent hashed, and their hash (reused by the record)."""
         self._holding = False
         self._lease_until = float("-inf")
         """When our lease expires unless renewed, by our clock."""
@@ -253,6 +255,8 @@ class Checkpointer:
         step_key = step.id if item is None else f"{step.id}:{item}"
         key = f"{self.run_id}:{step_key}"
         digest = args_hash(args)
+        if item is None:
+            self._digests[step.id] = (args, digest)
         record = self._clean(
             _record(
                 self.run_id,
@@ -303,11 +307,16 @@ class Checkpointer:
                     r,
                     f"{self.run_id}:{r.id}",
                     args=args.get(r.id),
-                    args_hash=args_hash(args[r.id]) if r.id in args else None,
+                    args_hash=self._digest(r.id, args[r.id]) if r.id in args else None,
                 )
             )
             for r in results
         ]
+
+    def _digest(self, step_id: str, args: Any) -> str:
+        """The hash of a step's arguments, reusing the one its intent computed for them."""
+        seen = self._digests.pop(step_id, None)
+        return seen[1] if seen is not None and seen[0] is args else args_hash(args)
 
     def _clean(self, rec: StepRecord) -> StepRecord:
         """``rec`` with its secrets redacted (arguments first: they teach the values)."""
