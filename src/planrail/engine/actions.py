@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pydantic
 import pydantic_core
@@ -83,8 +83,12 @@ class ToolAction:
             self.registry.executable(call.step.tool or ""), call.args, call.ctx
         )
 
-    async def call_tool(self, tool: Tool, args: Any, ctx: StepContext) -> Any:
+    async def call_tool(self, tool: Tool, args: Any, ctx: StepContext | None) -> Any:
         """Validate ``args``, call ``tool``, return its output as plain JSON data."""
+        return self.finish(tool, await self.start(tool, args, ctx))
+
+    def start(self, tool: Tool, args: Any, ctx: StepContext | None) -> Awaitable[Any]:
+        """Validate ``args`` (:class:`ArgumentError`) and start the call: its awaitable."""
         try:
             kwargs = tool.validate_args(args)
         except pydantic.ValidationError as exc:
@@ -94,10 +98,13 @@ class ToolAction:
         if tool.context_param is not None:
             kwargs[tool.context_param] = ctx
         if tool.is_async:
-            value = await tool.fn(**kwargs)
-        else:
-            loop = asyncio.get_running_loop()
-            value = await loop.run_in_executor(self.pool, functools.partial(tool.fn, **kwargs))
+            return cast(Awaitable[Any], tool.fn(**kwargs))
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(self.pool, functools.partial(tool.fn, **kwargs))
+
+    @staticmethod
+    def finish(tool: Tool, value: Any) -> Any:
+        """The tool's return value as plain JSON data (:class:`OutputError` if it does not fit)."""
         try:
             return tool.dump_output(value)
         except (pydantic.ValidationError, pydantic_core.PydanticSerializationError) as exc:

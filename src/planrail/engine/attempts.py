@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from planrail.errors import PlanrailError
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
 from planrail.policies.resources import ResourceGate
-from planrail.policies.retry import Random, RetryPolicy, retry_after_of
+from planrail.policies.retry import NO_RETRY, Random, RetryPolicy, retry_after_of
 from planrail.types import Clock
 
 __all__ = ["Attempt", "AttemptLoop", "Result", "Tally", "error_info", "race"]
@@ -83,7 +83,7 @@ def _consume(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-@dataclass
+@dataclass(slots=True)
 class Tally:
     """Attempts of one unit of work (a step, or one item of a fan-out) across loops/fallback."""
 
@@ -96,7 +96,7 @@ class Tally:
             self.usage[k] = self.usage.get(k, 0) + v
 
 
-@dataclass
+@dataclass(slots=True)
 class Result:
     """How a unit of work ended (before it becomes an :class:`~.step_runner.Outcome`)."""
 
@@ -178,7 +178,7 @@ class AttemptLoop:
                 n = tally.attempts
                 if self.before_attempt is not None:
                     hooked = self.before_attempt(a.step, a.item, n, a.args)
-                    if inspect.isawaitable(hooked):
+                    if hooked is not None and inspect.isawaitable(hooked):
                         await hooked
                 began = clock.monotonic()
                 cut = a.timeout
@@ -207,26 +207,25 @@ class AttemptLoop:
                 except Exception as caught:
                     exc = caught
                 else:
-                    self._notify(a, self._record(a, tally, n, began, None))
+                    record = self._record(tally, n, began, None, False, a.item, a.extra)
+                    self._notify(a.step, record)
                     return Result(True, output, args=a.args)
             finally:
                 if limited:
                     assert a.resource is not None
                     self.gate.release(a.resource)
-            # A run-wide limit (deadline, LLM budget) stops the whole run, not just this step.
-            fatal = isinstance(exc, DeadlineExceededError) or bool(getattr(exc, "fatal", False))
-            retryable = not fatal and a.policy.should_retry(exc)
-            record = self._record(a, tally, n, began, exc, retryable)
+            fatal, retryable = self._classify(exc, a.policy)
+            record = self._record(tally, n, began, exc, retryable, a.item, a.extra)
             if not retryable or k == a.policy.max_attempts:
-                self._notify(a, record)
+                self._notify(a.step, record)
                 return Result(False, exc=exc, retryable=retryable, fatal=fatal, args=a.args)
             delay = a.policy.delay_for(k, self.rng, retry_after_of(exc, now=clock.now()))
             if stop_at is not None and clock.monotonic() + delay >= stop_at:
                 record["retry"] = f"not retried: waiting {delay:g}s would pass the time limit"
-                self._notify(a, record)
+                self._notify(a.step, record)
                 return Result(False, exc=exc, retryable=retryable, args=a.args)
             record["delay"] = delay
-            self._notify(a, record)
+            self._notify(a.step, record)
             await clock.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -238,30 +237,66 @@ class AttemptLoop:
             return Result(False, exc=exc)
         return Result(False, exc=self.deadline_error(sid), fatal=True)
 
+    def enter(self, step: Any, args: Any, tally: Tally) -> Any:
+        """Count the one attempt of a plain step (no retry, timeout, resource or deadline) and
+        call ``before_attempt``; returns what the hook returned (await it if awaitable).
+
+        The caller performs the action, then calls :meth:`settle` with the time it began.
+        """
+        tally.attempts += 1
+        if self.before_attempt is not None:
+            return self.before_attempt(step, None, tally.attempts, args)
+        return None
+
+    def settle(
+        self,
+        step: Any,
+        args: Any,
+        tally: Tally,
+        began: float,
+        output: Any = None,
+        exc: Exception | None = None,
+    ) -> Result:
+        """The end of a plain step's attempt: the same record, hook and result as :meth:`run`."""
+        if exc is None:
+            self._notify(step, self._record(tally, tally.attempts, began, None))
+            return Result(True, output, args=args)
+        fatal, retryable = self._classify(exc, NO_RETRY)
+        self._notify(step, self._record(tally, tally.attempts, began, exc, retryable))
+        return Result(False, exc=exc, retryable=retryable, fatal=fatal, args=args)
+
+    @staticmethod
+    def _classify(exc: Exception, policy: RetryPolicy) -> tuple[bool, bool]:
+        """(fatal, retryable): a run-wide limit (deadline, LLM budget) stops the whole run."""
+        fatal = isinstance(exc, DeadlineExceededError) or bool(getattr(exc, "fatal", False))
+        return fatal, not fatal and policy.should_retry(exc)
+
     def _record(
         self,
-        a: Attempt,
         tally: Tally,
         n: int,
         began: float,
         exc: BaseException | None,
         retryable: bool = False,
+        item: int | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         record: dict[str, Any] = {
             "attempt": n,
             "started_at": began,
             "duration": self.clock.monotonic() - began,
         }
-        if a.item is not None:
-            record["item"] = a.item
-        record.update(a.extra)
+        if item is not None:
+            record["item"] = item
+        if extra:
+            record.update(extra)
         record["error"] = None if exc is None else error_info(exc, retryable=retryable)
         tally.history.append(record)
         return record
 
-    def _notify(self, a: Attempt, record: dict[str, Any]) -> None:
+    def _notify(self, step: Any, record: dict[str, Any]) -> None:
         if self.on_attempt is not None:
-            self.on_attempt(a.step, record)
+            self.on_attempt(step, record)
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:

@@ -32,10 +32,15 @@ class EventType(enum.StrEnum):
     RUN_FINISHED = "run_finished"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
     """One transition. ``at`` is wall-clock seconds; ``data`` holds type-specific details
-    (``duration``, ``error``, ``reason``, ``delay``, ``usage``, ``status``...)."""
+    (``duration``, ``error``, ``reason``, ``delay``, ``usage``, ``status``...).
+
+    Every consumer (store, trace, observers, the caller of ``iter()``) sees the same object:
+    treat it as read-only. (Not a frozen dataclass: a run makes two or more per step, and a
+    frozen dataclass costs four times as much to construct.)
+    """
 
     type: EventType
     run_id: str

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import logging
 import uuid
 from collections import deque
@@ -21,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
+from planrail._memory import long_lived
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.checkpoint import Checkpointer, RunBusyError
 from planrail.engine.events import Event, EventType
@@ -274,11 +274,9 @@ class Execution:
         if self.approval is not None:
             self._emit(E.RUN_APPROVED, data={**self.approval, "resumed": self.resumed})
         self._emit(E.RUN_STARTED, data=started)
-        # The plan, its compiled arguments and everything else alive now outlive the run: take
-        # them out of the cyclic collector's full passes for its duration (they are still freed
-        # by reference counting). Measured on 10,000 steps under load: 323 vs 471 µs per step
-        # (one noisy comparison; see docs/benchmarks.md).
-        gc.freeze()
+        # The plan and what the run keeps outlive it: out of the collector's full passes.
+        frozen = long_lived()
+        frozen.__enter__()
         try:
             self._dispatch()
             while True:
@@ -298,7 +296,7 @@ class Execution:
             self._save_final()
             raise
         finally:
-            gc.unfreeze()
+            frozen.__exit__(None, None, None)
             if heartbeat is not None:
                 heartbeat.cancel()
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -355,10 +353,13 @@ class Execution:
         step_id: str | None = None,
         attempt: int | None = None,
         data: dict[str, Any] | None = None,
+        at: float | None = None,
     ) -> None:
         if self.redactor is not None and data:
             data = self.redactor.scrub(data)
-        event = Event(type_, self.run_id, self.clock.now(), step_id, attempt, data or {})
+        event = Event(
+            type_, self.run_id, self.clock.now() if at is None else at, step_id, attempt, data or {}
+        )
         self._events.append(event)
         if self._ckpt is not None:
             self._ckpt.event(event)
@@ -367,8 +368,9 @@ class Execution:
                 obs.on_event(event)
             except Exception:
                 log.exception("observer %r failed on %s; the run goes on", obs, type_)
-        if self._wakeup is not None:
-            self._wakeup.set()
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.is_set():
+            wakeup.set()
 
     # ------------------------------------------------------------------ starting steps
 
@@ -410,10 +412,12 @@ class Execution:
         self.scheduler.start(sid)
         res = self.results[sid]
         res.status = S.RUNNING
-        res.started_at = self.clock.now()
-        self._emit(E.STEP_STARTED, sid, 1)
-        task = asyncio.get_running_loop().create_task(self._run_step(step))
-        self._tasks[sid] = task
+        res.started_at = now = self.clock.now()
+        self._emit(E.STEP_STARTED, sid, 1, at=now)
+        self._tasks[sid] = asyncio.get_running_loop().create_task(self._run_step(step))
+
+    def _cancel(self, sid: str, task: asyncio.Task[None]) -> None:
+        task.cancel()
         task.add_done_callback(functools.partial(self._task_done, sid))
 
     def _task_done(self, sid: str, task: asyncio.Task[None]) -> None:
@@ -547,15 +551,18 @@ class Execution:
     def _apply(self, sid: str, outcome: Outcome) -> None:
         """Tell the scheduler, emit the events, start what became ready."""
         res = self.results[sid]
-        duration = (res.finished_at or 0.0) - (res.started_at or res.finished_at or 0.0)
+        finished = res.finished_at
+        duration = (finished or 0.0) - (res.started_at or finished or 0.0)
         sched = self.scheduler
-        extra: dict[str, Any] = {"usage": outcome.usage} if outcome.usage else {}
+        data: dict[str, Any] = {"duration": duration}
+        if outcome.usage:
+            data["usage"] = outcome.usage
         if outcome.status == S.SUCCEEDED:
             self.outputs[sid] = outcome.output
             kind = E.STEP_DEGRADED if outcome.degraded else E.STEP_SUCCEEDED
             if outcome.degraded and outcome.reason:
-                extra["reason"] = outcome.reason
-            self._emit(kind, sid, outcome.attempts, {"duration": duration, **extra})
+                data["reason"] = outcome.reason
+            self._emit(kind, sid, outcome.attempts, data, at=finished)
             self._skipped(sched.succeeded(sid))
         elif outcome.status == S.SKIPPED:
             self._emit(E.STEP_SKIPPED, sid, outcome.attempts, {"reason": outcome.reason})
@@ -564,12 +571,8 @@ class Execution:
             self._emit(E.STEP_CANCELLED, sid, outcome.attempts, {"reason": outcome.reason})
             self._skipped(sched.cancelled(sid))
         else:
-            self._emit(
-                E.STEP_FAILED,
-                sid,
-                outcome.attempts,
-                {"duration": duration, "error": outcome.error, **extra},
-            )
+            data["error"] = outcome.error
+            self._emit(E.STEP_FAILED, sid, outcome.attempts, data, at=finished)
             self._skipped(sched.failed(sid))
             if (self.failure_mode == "fail_fast" or outcome.fatal) and not self._aborted:
                 self._fail_fast(sid, outcome.reason if outcome.fatal else None)
@@ -595,7 +598,7 @@ class Execution:
         for sid in running:
             task = self._tasks.get(sid)
             if task is not None:
-                task.cancel()
+                self._cancel(sid, task)
 
     async def _heartbeat(self) -> None:
         assert self._ckpt is not None
@@ -614,8 +617,8 @@ class Execution:
         self._aborted = True
         self._abort_reason = reason
         tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
+        for sid, task in list(self._tasks.items()):
+            self._cancel(sid, task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         for res in self.results.values():

@@ -248,15 +248,24 @@ class Scheduler:
 
     def _propagate(self, step: str, skips: list[Skip]) -> None:
         """Tell the dependents of a step that just became final; settle those now decided."""
+        entries = self._entries
         todo = [step]
         while todo:
             done_id = todo.pop()
-            done = self._entries[done_id]
+            done = entries[done_id]
+            ok = done.state == S.SUCCEEDED
             for dep_id in done.dependents:
-                child = self._entries[dep_id]
+                child = entries[dep_id]
                 child.waiting -= 1
-                if done.state == S.SUCCEEDED:
+                if ok:
                     child.succeeded += 1
+                    if (
+                        child.waiting == 0
+                        and child.state == S.PENDING
+                        and child.node.join == "all_succeeded"
+                    ):
+                        self._make_ready(dep_id)  # the usual case: decided at once
+                        continue
                 if child.state == S.PENDING and self._settle(dep_id, skips, done_id):
                     todo.append(dep_id)
 

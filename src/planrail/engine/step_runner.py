@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.actions import (
@@ -48,7 +49,7 @@ from planrail.plan.first import compile_args, has_first
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
 from planrail.plan.refs import copy_json, resolve_value
-from planrail.plan.tools import StepContext, ToolRegistry, ToolSpec
+from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
 from planrail.policies.limits import LoopExhaustedError, RunPolicy
 from planrail.policies.resources import ResourceGate
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy
@@ -67,6 +68,9 @@ __all__ = [
     "ToolAction",
     "error_info",
 ]
+
+
+_UNSET: Any = object()
 
 
 class _Overlay(Mapping[str, Any]):
@@ -148,19 +152,21 @@ class StepRunner:
         self._filled_once: set[tuple[str, str]] = set()
         self._predicates: dict[tuple[str, str], Predicate] = {}
         self._fallback_steps: dict[str, Step] = {}
+        self._plain_tools: dict[str, Tool | None] = {}
+        """By tool name: the tool, if its calls need no policy machinery (see _plain_tool)."""
 
     def resolve_args(self, step: Step, outputs: Mapping[str, Any]) -> Any:
         """The step's arguments with every reference filled from ``outputs`` (a fresh copy)."""
         return self._fill(step, "args", step.args)(outputs)
 
-    async def run(
+    def run(
         self,
         step: Step,
         outputs: Mapping[str, Any],
         context: Callable[[int], StepContext],
         *,
         priority: float | None = None,
-    ) -> Outcome:
+    ) -> Awaitable[Outcome]:
         """Run ``step`` under its policies, with references resolved from ``outputs``.
 
         A false ``when`` guard gives ``skipped`` with reason ``condition false``; a run deadline
@@ -169,30 +175,97 @@ class StepRunner:
         handler = self.handlers.get(step.action)
         if handler is None:
             hint = " (pass an llm= client)" if step.action == "llm_call" else ""
-            return Outcome(
-                S.FAILED,
-                error={
-                    "type": "ConfigurationError",
-                    "retryable": False,
-                    "message": f"no handler for action '{step.action}' in this run{hint}",
-                },
+            return _now(
+                Outcome(
+                    S.FAILED,
+                    error={
+                        "type": "ConfigurationError",
+                        "retryable": False,
+                        "message": f"no handler for action '{step.action}' in this run{hint}",
+                    },
+                )
             )
         if step.when is not None:
             try:
                 if not self._predicate(step, "when", step.when).evaluate(outputs):
-                    return Outcome(S.SKIPPED, reason="condition false")
+                    return _now(Outcome(S.SKIPPED, reason="condition false"))
             except (PlanrailError, ValueError) as exc:
-                return failed(exc, f"its 'when' guard could not be evaluated: {message(exc)}")
+                return _now(failed(exc, f"its 'when' guard could not be evaluated: {message(exc)}"))
         deadline = self.loop.deadline
         if deadline is not None and self.clock.monotonic() >= deadline:
             late = self.loop.deadline_error(step.id)
-            return Outcome(S.FAILED, error=error_info(late), reason=late.message, fatal=True)
+            return _now(Outcome(S.FAILED, error=error_info(late), reason=late.message, fatal=True))
+        tool = self._plain_tool(step, handler)
+        if tool is not None:
+            assert isinstance(handler, ToolAction)
+            return self._plain(step, tool, handler, outputs, context)
         prio = self.priorities.get(step.id, 0.0) if priority is None else priority
-        job = _Job(step, handler, outputs, context(1), prio)
-        if step.for_each is not None:
+        return self._with_policies(_Job(step, handler, outputs, context(1), prio))
+
+    async def _with_policies(self, job: _Job) -> Outcome:
+        if job.step.for_each is not None:
             return await self._fan_out(job)
         tally = Tally()
         return outcome_of(await self._unit(job, None, tally), tally)
+
+    # ------------------------------------------------------------------ the plain step
+
+    async def _plain(
+        self,
+        step: Step,
+        tool: Tool,
+        action: ToolAction,
+        outputs: Mapping[str, Any],
+        context: Callable[[int], StepContext],
+    ) -> Outcome:
+        """One call of the step's tool: what :meth:`_unit` does for it, minus the policies."""
+        tally = Tally()
+        try:
+            args = self._fill(step, "args", step.args)(outputs)
+        except (ReferenceResolutionError, ValueError) as exc:
+            return outcome_of(Result(False, exc=exc), tally)
+        loop = self.loop
+        hooked = loop.enter(step, args, tally)
+        if hooked is not None and inspect.isawaitable(hooked):
+            await hooked
+        began = self.clock.monotonic()
+        ctx = context(1) if tool.context_param is not None else None
+        try:
+            output = action.finish(tool, await action.start(tool, copy_json(args), ctx))
+        except Exception as exc:
+            return outcome_of(loop.settle(step, args, tally, began, exc=exc), tally)
+        return outcome_of(loop.settle(step, args, tally, began, output), tally)
+
+    def _plain_tool(self, step: Step, handler: ActionHandler) -> Tool | None:
+        """The tool of a step with no policy around its one call (most steps), else None.
+
+        Such a step takes the short path of :meth:`_plain`. What depends on the tool alone is
+        decided once per tool.
+        """
+        if (
+            type(handler) is not ToolAction
+            or step.for_each is not None
+            or step.repeat is not None
+            or step.fallback is not None
+            or step.timeout is not None
+            or step.total_timeout is not None
+            or step.retry is not None
+            or step.resource is not None
+            or self.loop.deadline is not None
+        ):
+            return None
+        name = step.tool or ""
+        tool = self._plain_tools.get(name, _UNSET)
+        if tool is _UNSET:
+            found = handler.registry.find(name)
+            plain = (
+                found is not None
+                and found.spec.timeout is None
+                and not self.gate.limited(found.spec.resource)
+                and self._retry(step, found.spec).max_attempts == 1
+            )
+            tool = self._plain_tools[name] = found if plain else None
+        return cast(Tool | None, tool)
 
     # ------------------------------------------------------------------ one unit of work
 
@@ -438,6 +511,10 @@ class StepRunner:
         except* _ItemFailed:
             pass
         return fan_in(results, tallies)
+
+
+async def _now(outcome: Outcome) -> Outcome:
+    return outcome
 
 
 class _ItemFailed(Exception):

@@ -101,9 +101,15 @@ def has_first(value: Any) -> bool:
         if type(v) is dict:
             if FIRST in v:
                 return True
-            stack.extend(v.values())
+            inner: Any = v.values()
         elif type(v) is list:
-            stack.extend(v)
+            inner = v
+        else:
+            continue
+        for x in inner:
+            kind = type(x)
+            if kind is dict or kind is list:
+                stack.append(x)
     return False
 
 

@@ -22,7 +22,7 @@ import functools
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from planrail.errors import ReferenceResolutionError, ReferenceSyntaxError
@@ -79,12 +79,12 @@ class Template:
     """
 
     parts: tuple[str | Reference, ...]
+    single: Reference | None = field(init=False, compare=False, repr=False)
 
-    @property
-    def single(self) -> Reference | None:
-        if len(self.parts) == 1 and isinstance(self.parts[0], Reference):
-            return self.parts[0]
-        return None
+    def __post_init__(self) -> None:
+        parts = self.parts
+        one = parts[0] if len(parts) == 1 and isinstance(parts[0], Reference) else None
+        object.__setattr__(self, "single", one)
 
     @property
     def references(self) -> tuple[Reference, ...]:
@@ -134,7 +134,10 @@ def parse_template(text: str) -> Template:
     Raises :class:`ReferenceSyntaxError` (with the offset) for a malformed ``${...}``. Short
     strings (the usual ``${step.field}`` arguments) are cached — results are immutable — so the
     executor reuses what the validator parsed; long ones are parsed afresh so a hostile plan
-    cannot fill memory through the cache.
+    cannot fill memory through the cache. The cache holds 2**18 strings (about 270 bytes each,
+    so at most ~70 MB): enough for the ~170,000 distinct references of a 100,000-step plan. A
+    smaller one thrashes on such a plan — the validator parses in plan order, so does the run,
+    and least-recently-used eviction then drops every entry just before it is needed.
     """
     if len(text) <= _CACHED_LENGTH:
         return _parse_template_cached(text)
@@ -144,7 +147,7 @@ def parse_template(text: str) -> Template:
 _CACHED_LENGTH = 256
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 18)
 def _parse_template_cached(text: str) -> Template:
     return _parse_template(text)
 
@@ -338,9 +341,10 @@ def resolve_path(outputs: Mapping[str, Any], ref: Reference) -> Any:
     becomes ``None``. Types are tested with ``type()``, never ``isinstance``, so a foreign
     object is refused without any of its attributes being looked up.
     """
-    if ref.step not in outputs:
-        raise ReferenceResolutionError(f"{ref}: step '{ref.step}' has no recorded output")
-    value = outputs[ref.step]
+    try:
+        value = outputs[ref.step]
+    except KeyError:
+        raise ReferenceResolutionError(f"{ref}: step '{ref.step}' has no recorded output") from None
     for depth, seg in enumerate(ref.path):
         kind = type(value)
         if kind is dict:
@@ -364,11 +368,13 @@ def resolve_path(outputs: Mapping[str, Any], ref: Reference) -> Any:
             raise ReferenceResolutionError(
                 f"{ref}: cannot index a {_json_type(value)} with {seg!r}"
             )
-    _require_json(value, ref)
+    if type(value) not in _JSON_TYPES:
+        _require_json(value, ref)
     return value
 
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
+_JSON_TYPES = frozenset((dict, list, *_JSON_SCALARS))
 
 
 def _require_json(value: Any, ref: Reference) -> None:
@@ -404,15 +410,42 @@ def resolve_value(value: Any, outputs: Mapping[str, Any]) -> Any:
     The result shares no containers with ``value`` or ``outputs``: a tool that mutates its
     arguments cannot change another step's inputs.
     """
-    if isinstance(value, str):
-        if "$" not in value:
-            return value
-        return copy_json(parse_template(value).render(outputs))
-    if isinstance(value, dict):
-        return {k: resolve_value(v, outputs) for k, v in value.items()}
-    if isinstance(value, list):
-        return [resolve_value(v, outputs) for v in value]
+    kind = type(value)
+    if kind is str:
+        return _fill_text(value, outputs) if "$" in value else value
+    if kind is dict or (kind is not list and isinstance(value, dict)):
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            vk = type(v)
+            if vk is str:
+                out[k] = _fill_text(v, outputs) if "$" in v else v
+            else:
+                out[k] = v if vk in _PLAIN_SCALARS else resolve_value(v, outputs)
+        return out
+    if kind is list or isinstance(value, list):
+        items: list[Any] = []
+        for v in value:
+            vk = type(v)
+            if vk is str:
+                items.append(_fill_text(v, outputs) if "$" in v else v)
+            else:
+                items.append(v if vk in _PLAIN_SCALARS else resolve_value(v, outputs))
+        return items
+    if isinstance(value, str):  # a str subclass: filled as the plain string it holds
+        return resolve_value(str(value), outputs)
     return value
+
+
+_PLAIN_SCALARS = frozenset((int, float, bool, type(None)))
+
+
+def _fill_text(text: str, outputs: Mapping[str, Any]) -> Any:
+    t = parse_template(text)
+    if t.single is None:
+        return t.render(outputs)
+    found = resolve_path(outputs, t.single)
+    kind = type(found)
+    return copy_json(found) if kind is dict or kind is list else found
 
 
 def copy_json(value: Any) -> Any:

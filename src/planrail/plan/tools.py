@@ -403,6 +403,10 @@ class ToolRegistry:
     def spec(self, name: str) -> ToolSpec | None:
         return self._specs.get(name)
 
+    def find(self, name: str) -> Tool | None:
+        """The callable tool called ``name``, or None."""
+        return self._tools.get(name)
+
     def executable(self, name: str) -> Tool:
         """The callable tool called ``name``; :class:`UnknownToolError` if there is none."""
         try:

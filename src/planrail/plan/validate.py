@@ -411,16 +411,26 @@ def _step_strings(step: Step) -> Iterable[tuple[str, Any]]:
 
 
 def _walk_strings(value: Any, path: str) -> Iterable[tuple[str, str]]:
-    stack = [(path, value)]
+    """Every string holding a ``$``, with its JSON path (written only for those: most strings
+    of a big plan hold none, and formatting their paths cost more than finding them)."""
+    stack: list[tuple[str, Any, Any]] = [(path, None, value)]
     while stack:
-        p, v = stack.pop()
+        parent, key, v = stack.pop()
         if isinstance(v, str):
             if "$" in v:
-                yield p, v
+                yield _child_path(parent, key), v
         elif isinstance(v, dict):
-            stack.extend((f"{p}.{k}", x) for k, x in v.items())
+            p = _child_path(parent, key)
+            stack.extend((p, k, x) for k, x in v.items())
         elif isinstance(v, list):
-            stack.extend((f"{p}[{i}]", x) for i, x in enumerate(v))
+            p = _child_path(parent, key)
+            stack.extend((p, i, x) for i, x in enumerate(v))
+
+
+def _child_path(parent: str, key: Any) -> str:
+    if key is None:
+        return parent
+    return f"{parent}[{key}]" if type(key) is int else f"{parent}.{key}"
 
 
 # Names a step may reference besides other steps: the current for_each item / repeat output.
@@ -508,11 +518,21 @@ def _local_allowed(step: Step, local: str, field_path: str) -> bool:
 
 def _cycles(ctx: _Ctx) -> None:
     """cycle: no step may (transitively) depend on itself, by depends_on or by reference."""
-    deps: dict[str, list[str]] = {sid: [] for sid in ctx.known}
+    known = ctx.known
+    deps: dict[str, list[str]] = {sid: [] for sid in known}
+    backward = True
+    """Every edge leads to a step listed earlier: the plan's order is a topological order, so
+    there is no cycle (plans are nearly always written this way; the search is then skipped)."""
     for step in ctx.steps:
-        edges = deps[step.id]
-        edges.extend(d for d in step.depends_on if d in ctx.known and d != step.id)
-        edges.extend(r.step for _, r in ctx.refs.get(step.id, ()) if r.step != step.id)
+        sid = step.id
+        edges = deps[sid]
+        edges.extend(d for d in step.depends_on if d in known and d != sid)
+        edges.extend(r.step for _, r in ctx.refs.get(sid, ()) if r.step != sid)
+        if backward:
+            here = known[sid]
+            backward = all(known.get(d, -1) < here for d in edges)
+    if backward:
+        return
     for members in cycles(deps):
         loop = " -> ".join([*members, members[0]])
         first = members[0]
