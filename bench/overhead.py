@@ -4,8 +4,9 @@ For each engine and size, a fresh subprocess builds a layered DAG (width 100, 1-
 step, all durations 0) and runs it; it reports:
 
 - per-step overhead in µs = wall time of ``run()`` (graph build + execution) / steps, and the
-  execution call alone / steps; median of 3 runs up to 10,000 steps, one run above (and with
-  --quick);
+  execution call alone / steps; within a subprocess the median of 3 runs up to 10,000 steps,
+  one run above (and with --quick); full runs repeat this in 3 rounds that interleave the
+  engines (see :func:`measure`) and report medians, and ratios as medians of per-round ratios;
 - peak memory = peak resident set of that subprocess (VmHWM from /proc/self/status, i.e. the
   process's own ``ru_maxrss``; interpreter and imports included), and its increase over the
   same figure taken just before the first run;
@@ -44,6 +45,8 @@ SKIP_ABOVE_S = 120.0
 SKIP_SAFETY = 2.0
 SKIP_ABOVE_MIB = 2048.0  # projected growth of peak RSS; protects a shared machine
 TIMEOUT_S = 600.0
+ROUNDS = 3
+"""Full runs: each engine and size is measured in this many interleaved rounds."""
 IMPORTS = {
     "bare_asyncio": "asyncio",
     "langgraph": "langgraph.graph",
@@ -144,27 +147,64 @@ def import_time(module: str, repeats: int) -> float:
     return statistics.median(once(f"import {module}") for _ in range(repeats)) - base
 
 
-def measure_engine(engine: str, sizes: tuple[int, ...], quick: bool) -> dict[int, dict[str, Any]]:
-    done: dict[int, dict[str, Any]] = {}
+def measure(names: list[str], sizes: tuple[int, ...], quick: bool) -> dict[str, dict[int, Any]]:
+    """Every engine at every size, in interleaved rounds.
+
+    This machine's speed drifts by tens of percent from one minute to the next (a shared
+    host), so engines are not measured one after the other: each round runs every engine
+    once, in a rotating order, and the reported figure is the median over the rounds.
+    """
+    done: dict[str, dict[int, dict[str, Any]]] = {e: {} for e in names}
     for n in sizes:
-        secs, mib = projected(done, n, "s"), projected(done, n, "MiB")
-        if secs is not None and secs * SKIP_SAFETY > SKIP_ABOVE_S:
-            reason = f"too slow: projected ~{secs:.0f} s from the smaller sizes, often 2x more"
-            done[n] = {"skipped": reason}
-        elif mib is not None and mib > SKIP_ABOVE_MIB:
-            done[n] = {"skipped": f"too much memory: projected +{mib:.0f} MiB peak RSS"}
-        else:
-            done[n] = in_subprocess(engine, n, 1 if quick or n > 10_000 else 3)
-        m = done[n]
-        status = f"{m['us_per_step']:.1f} µs/step" if "us_per_step" in m else str(m)
-        print(f"  {engine} {n}: {status}", flush=True)
+        active = []
+        for engine in names:
+            secs, mib = projected(done[engine], n, "s"), projected(done[engine], n, "MiB")
+            if secs is not None and secs * SKIP_SAFETY > SKIP_ABOVE_S:
+                reason = f"too slow: projected ~{secs:.0f} s from the smaller sizes, often 2x more"
+                done[engine][n] = {"skipped": reason}
+            elif mib is not None and mib > SKIP_ABOVE_MIB:
+                done[engine][n] = {"skipped": f"too much memory: projected +{mib:.0f} MiB peak RSS"}
+            else:
+                active.append(engine)
+        rounds = 1 if quick else ROUNDS
+        runs: dict[str, list[dict[str, Any]]] = {e: [] for e in active}
+        for r in range(rounds):
+            order = active[r % len(active) :] + active[: r % len(active)] if active else []
+            for engine in order:
+                runs[engine].append(in_subprocess(engine, n, 1 if quick or n > 10_000 else 3))
+        for engine in active:
+            done[engine][n] = m = _median_round(runs[engine])
+            status = f"{m['us_per_step']:.1f} µs/step" if "us_per_step" in m else str(m)
+            print(f"  {engine} {n}: {status} ({rounds} round(s))", flush=True)
     return done
 
 
-def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | None:
-    if a and b and "us_per_step" in a and "us_per_step" in b:
-        return float(a["us_per_step"] / b["us_per_step"])
-    return None
+def _median_round(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median of each figure over the rounds; the first failure if any round failed."""
+    bad = [m for m in runs if "wall_s" not in m]
+    if bad:
+        return bad[0]
+    out = dict(runs[0])
+    for key in ("wall_s", "exec_s", "us_per_step", "exec_us_per_step", "maxrss_kib"):
+        out[key] = statistics.median(m[key] for m in runs)
+    out["baseline_kib"] = statistics.median(m["baseline_kib"] for m in runs)
+    out["inputs_ok"] = all(m["inputs_ok"] for m in runs)
+    out["rounds_exec_us_per_step"] = [m["exec_us_per_step"] for m in runs]
+    out["rounds_us_per_step"] = [m["us_per_step"] for m in runs]
+    return out
+
+
+def _ratio(
+    a: dict[str, Any] | None, b: dict[str, Any] | None, key: str = "us_per_step"
+) -> float | None:
+    """a / b for one figure: the median of the per-round ratios when both ran in rounds (each
+    round's pair was measured minutes apart at most), else the ratio of the two figures."""
+    if not (a and b and key in a and key in b):
+        return None
+    ra, rb = a.get(f"rounds_{key}"), b.get(f"rounds_{key}")
+    if ra and rb and len(ra) == len(rb):
+        return float(statistics.median(x / y for x, y in zip(ra, rb, strict=True)))
+    return float(a[key] / b[key])
 
 
 def _cell(m: dict[str, Any], key: str, fmt: str) -> str:
@@ -221,14 +261,22 @@ def print_tables(results: dict[str, dict[int, dict[str, Any]]], imports: dict[st
     ]
     print(table(["engine", "module", "import s", "python -c s", "first run ms"], rows))
 
-    print("\nper-step overhead ratios")
     pairs = [(e, "bare_asyncio") for e in names if e != "bare_asyncio" and "bare_asyncio" in names]
     if "planrail" in names and "langgraph" in names:
         pairs.append(("planrail", "langgraph"))
-    rows = [
-        [f"{a} / {b}", *(_ratio(results[a][n], results[b][n]) for n in sizes)] for a, b in pairs
-    ]
-    print(table(["ratio", *map(str, sizes)], rows))
+    for title, key in (
+        ("execution only (the scheduling overhead)", "exec_us_per_step"),
+        ("build + execute", "us_per_step"),
+    ):
+        print(f"\nper-step overhead ratios, {title}; median of the per-round ratios")
+        rows = [
+            [f"{a} / {b}", *(_ratio(results[a][n], results[b][n], key) for n in sizes)]
+            for a, b in pairs
+        ]
+        print(table(["ratio", *map(str, sizes)], rows))
+    print("\ngrowth of the execution overhead per step with plan size")
+    rows = [[e, _ratio(results[e].get(hi), results[e].get(lo), "exec_us_per_step")] for e in names]
+    print(table(["engine", f"{hi // 1000}k / {lo // 1000}k"], rows))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -248,6 +296,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     imports: dict[str, float] = {}
     skipped: dict[str, str] = {}
     print(f"overhead: layered DAGs of {', '.join(map(str, sizes))} zero-duration steps")
+    names = []
     for engine in args.engines.split(","):
         try:
             engines.load(engine)
@@ -255,8 +304,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             skipped[engine] = str(exc)
             print(f"note: skipping {exc}")
             continue
-        results[engine] = measure_engine(engine, sizes, args.quick)
-        if not args.quick:  # the in-subprocess import time stands in for it in quick runs
+        names.append(engine)
+    results = measure(names, sizes, args.quick)
+    if not args.quick:  # the in-subprocess import time stands in for it in quick runs
+        for engine in names:
             imports[engine] = import_time(IMPORTS[engine], 5)
     if results:
         print_tables(results, imports)

@@ -21,7 +21,7 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import START, StateGraph
 
-from bench.engines.base import EngineResult, inputs_ok, short_ids
+from bench.engines.base import EngineResult, inputs_ok, run_timed, short_ids
 
 
 def _merge(left: dict[str, str], right: dict[str, str]) -> dict[str, str]:
@@ -68,8 +68,6 @@ def run(dag: dict[str, Any], *, scale: float = 1.0) -> EngineResult:
     build_s = time.perf_counter() - t0
     # One superstep per depth level at most, plus START; the default limit is 25.
     config = {"recursion_limit": len(dag["steps"]) + 10}
-    t0 = time.perf_counter()
-    final = asyncio.run(graph.ainvoke({"outputs": {}}, config))
-    elapsed = time.perf_counter() - t0
+    final, elapsed = run_timed(lambda: graph.ainvoke({"outputs": {}}, config))
     ok = inputs_ok(dag, seen, final["outputs"])
     return EngineResult(makespan_s=elapsed, per_node_inputs_ok=ok, build_s=build_s)

@@ -21,7 +21,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.engines.base import EngineResult, EngineUnavailable, inputs_ok, short_ids
+from bench.engines.base import EngineResult, EngineUnavailable, inputs_ok, run_timed, short_ids
 
 try:
     import planrail
@@ -89,9 +89,7 @@ def run(dag: dict[str, Any], *, scale: float = 1.0) -> EngineResult:
     )
     execution = planrail.prepare(plan, tools=[tool], limits=limits)
     build_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    result = asyncio.run(execution.run())
-    elapsed = time.perf_counter() - t0
+    result, elapsed = run_timed(execution.run)
     status = str(getattr(result.status, "value", result.status))
     ok = status == "succeeded" and inputs_ok(dag, seen, _outputs(result))
     return EngineResult(
