@@ -1,10 +1,12 @@
-"""Keeping the cyclic garbage collector off long-lived data while a run or a validation works.
+"""Keeping the cyclic garbage collector off data that outlives the work creating it.
 
-A run keeps everything it produces (outputs, records, arguments) until it ends, and the plan
-outlives it. CPython's full collections re-scan all of that, again and again as it grows:
-measured on 100,000 zero-duration steps, 4-6 full collections cost 12-16 µs per step, more
-than a tenth of the run. :func:`long_lived` freezes (``gc.freeze``) what exists when the block
-starts, and again right after each full collection inside it, so only the survivors of a
+Two tools, one per kind of work. :func:`collector_paused` is for the validator, which makes
+millions of objects and no reference cycles: the collector is simply off while it runs.
+:func:`long_lived` is for a run, whose tools may make cycles. A run keeps everything it
+produces (outputs, records, arguments) until it ends, and the plan outlives it; CPython's full
+collections re-scan all of that, again and again as it grows (``python -m bench.overhead``
+reports their time per step). :func:`long_lived` freezes (``gc.freeze``) what exists when the
+block starts, and again right after each full collection inside it, so only the survivors of a
 complete collection are frozen — cyclic garbage is never frozen, and whatever becomes garbage
 later is still collected once the block ends (``gc.unfreeze``). Process-wide, like the collector.
 """
@@ -16,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["long_lived"]
+__all__ = ["collector_paused", "long_lived"]
 
 _depth = 0
 
@@ -44,3 +46,18 @@ def long_lived() -> Iterator[None]:
         if _depth == 0:
             gc.callbacks.remove(_freeze_survivors)
             gc.unfreeze()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic collector is off inside the block, for work that makes no reference cycles.
+
+    It is switched back on only if it was on: nested and concurrent blocks are safe.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()

@@ -16,6 +16,8 @@ from planrail.plan.refs import (
     Reference,
     Template,
     iter_references,
+    iter_strings_with_dollar,
+    json_path,
     parse_reference,
     parse_template,
     resolve_path,
@@ -244,6 +246,16 @@ def test_iter_references_finds_every_string_with_paths() -> None:
     value = {"a": ["x", "${s.x}"], "b": {"c": "y ${t}"}, "d": 3}
     found = {path: t.references for path, t in iter_references(value)}
     assert found == {("a", 1): (Reference("s", ("x",)),), ("b", "c"): (Reference("t"),)}
+
+
+def test_strings_with_a_dollar_come_in_document_order_with_their_json_paths() -> None:
+    """The one walk every reference consumer shares: strings holding a ``$`` (even a malformed
+    or escaped one), in document order, with paths that ``json_path`` writes as JSONPath."""
+    value = {"z": "${a}", "m": [1, {"k": "$${lit}"}, "${b"], "a": "plain", "e": []}
+    found = [(json_path("$.args", p), text) for p, text in iter_strings_with_dollar(value)]
+    assert found == [("$.args.z", "${a}"), ("$.args.m[1].k", "$${lit}"), ("$.args.m[2]", "${b")]
+    assert list(iter_strings_with_dollar("${x}", ("root",))) == [(("root",), "${x}")]
+    assert list(iter_strings_with_dollar(7)) == []
 
 
 # ---------------------------------------------------------------- resolver

@@ -275,33 +275,31 @@ class Execution:
             self._emit(E.RUN_APPROVED, data={**self.approval, "resumed": self.resumed})
         self._emit(E.RUN_STARTED, data=started)
         # The plan and what the run keeps outlive it: out of the collector's full passes.
-        frozen = long_lived()
-        frozen.__enter__()
-        try:
-            self._dispatch()
-            while True:
-                while self._events:
-                    yield self._events.popleft()
-                if self.scheduler.finished and not self._tasks and not self._flush_pending:
-                    break
-                self._wakeup.clear()
-                await self._wakeup.wait()
-            self._finish()
-        except BaseException as exc:
-            await self._cancel_all(_reason(exc))
-            self.status = "cancelled"
-            if isinstance(exc, PlanrailError):
-                self.error = exc.message
-            self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
-            self._save_final()
-            raise
-        finally:
-            frozen.__exit__(None, None, None)
-            if heartbeat is not None:
-                heartbeat.cancel()
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            if self._ckpt is not None:
-                self._ckpt.release()
+        with long_lived():
+            try:
+                self._dispatch()
+                while True:
+                    while self._events:
+                        yield self._events.popleft()
+                    if self.scheduler.finished and not self._tasks and not self._flush_pending:
+                        break
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                self._finish()
+            except BaseException as exc:
+                await self._cancel_all(_reason(exc))
+                self.status = "cancelled"
+                if isinstance(exc, PlanrailError):
+                    self.error = exc.message
+                self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
+                self._save_final()
+                raise
+            finally:
+                if heartbeat is not None:
+                    heartbeat.cancel()
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                if self._ckpt is not None:
+                    self._ckpt.release()
         while self._events:
             yield self._events.popleft()
 
@@ -368,9 +366,8 @@ class Execution:
                 obs.on_event(event)
             except Exception:
                 log.exception("observer %r failed on %s; the run goes on", obs, type_)
-        wakeup = self._wakeup
-        if wakeup is not None and not wakeup.is_set():
-            wakeup.set()
+        if self._wakeup is not None:
+            self._wakeup.set()
 
     # ------------------------------------------------------------------ starting steps
 
@@ -616,11 +613,11 @@ class Execution:
     async def _cancel_all(self, reason: str) -> None:
         self._aborted = True
         self._abort_reason = reason
-        tasks = list(self._tasks.values())
-        for sid, task in list(self._tasks.items()):
+        running = list(self._tasks.items())
+        for sid, task in running:
             self._cancel(sid, task)
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        if running:
+            await asyncio.gather(*(task for _, task in running), return_exceptions=True)
         for res in self.results.values():
             if res.status in (S.PENDING, S.RUNNING):
                 if res.status == S.RUNNING:

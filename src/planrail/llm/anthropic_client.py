@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from planrail.llm.base import LLMResponse, Message, Usage
+from planrail.llm.base import LLMResponse, Message, SDKClient, Usage
 from planrail.llm.errors import LLMAnswerError, LLMRequestError, MissingExtraError
 from planrail.llm.jsontext import extract_json
 from planrail.llm.provider_errors import map_sdk_error
@@ -32,7 +32,7 @@ def _import_anthropic() -> ModuleType:
     return anthropic  # type: ignore[no-any-return,unused-ignore]
 
 
-class AnthropicClient:
+class AnthropicClient(SDKClient):
     """An :class:`~planrail.llm.LLM` for Claude models. Streaming is not offered (yet)."""
 
     supports_streaming = False
@@ -61,16 +61,6 @@ class AnthropicClient:
             )
         self._client = client
         self._where = base_url or "api.anthropic.com"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (also done by ``async with``)."""
-        await self._client.close()
-
-    async def __aenter__(self) -> AnthropicClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r})"

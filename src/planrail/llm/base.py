@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
-__all__ = ["LLM", "LLMResponse", "LLMStream", "Message", "Role", "Usage"]
+__all__ = ["LLM", "LLMResponse", "LLMStream", "Message", "Role", "SDKClient", "Usage"]
 
 Role = Literal["system", "user", "assistant"]
 
@@ -104,3 +104,21 @@ class LLM(Protocol):
     ) -> LLMStream:
         """Like :meth:`complete`, yielding text as it arrives (only if ``supports_streaming``)."""
         ...
+
+
+class SDKClient:
+    """What the clients over a vendor SDK share: closing the SDK client's HTTP connections,
+    directly or with ``async with``."""
+
+    _client: Any
+    """The vendor SDK's async client (it has an async ``close()``)."""
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (also done by ``async with``)."""
+        await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from planrail.errors import PlanrailError
-from planrail.llm.base import LLMResponse, Message, Usage
+from planrail.llm.base import LLMResponse, Message, SDKClient, Usage
 from planrail.llm.errors import LLMAnswerError, LLMRequestError, MissingExtraError
 from planrail.llm.jsontext import extract_json
 from planrail.llm.provider_errors import map_sdk_error
@@ -40,7 +40,7 @@ def _import_openai() -> ModuleType:
     return openai
 
 
-class OpenAIClient:
+class OpenAIClient(SDKClient):
     """An :class:`~planrail.llm.LLM` for OpenAI-compatible servers."""
 
     supports_streaming = True
@@ -78,16 +78,6 @@ class OpenAIClient:
             )
         self._client = client
         self._where = self.base_url or "api.openai.com"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (also done by ``async with``)."""
-        await self._client.close()
-
-    async def __aenter__(self) -> OpenAIClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"OpenAIClient(model={self.model!r}, base_url={self.base_url!r})"

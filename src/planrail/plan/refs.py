@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,8 @@ __all__ = [
     "Reference",
     "Template",
     "iter_references",
+    "iter_strings_with_dollar",
+    "json_path",
     "parse_reference",
     "parse_template",
     "resolve_path",
@@ -309,6 +311,35 @@ def _quoted(text: str, i: int, n: int, fail: Any) -> tuple[str, int]:
     raise fail("unterminated quoted key", i)
 
 
+def iter_strings_with_dollar(
+    value: Any, path: tuple[Segment, ...] = ()
+) -> Iterator[tuple[tuple[Segment, ...], str]]:
+    """Yield ``(path, text)`` for every string inside ``value`` that holds a ``$`` (the strings
+    that may hold references), in document order.
+
+    The one walk over plan values every reference consumer shares. Paths are built only for the
+    strings yielded and the containers on the way to them: most strings of a big plan hold no
+    ``$``. Iterative, so arbitrarily deep data cannot exhaust the stack.
+    """
+    stack: list[tuple[tuple[Segment, ...], Segment | None, Any]] = [(path, None, value)]
+    while stack:
+        parent, key, v = stack.pop()
+        if isinstance(v, str):
+            if "$" in v:
+                yield (parent if key is None else (*parent, key)), v
+        elif isinstance(v, dict):
+            here = parent if key is None else (*parent, key)
+            stack.extend((here, k, v[k]) for k in reversed(list(v)))
+        elif isinstance(v, list):
+            here = parent if key is None else (*parent, key)
+            stack.extend((here, i, v[i]) for i in range(len(v) - 1, -1, -1))
+
+
+def json_path(at: str, path: tuple[Segment, ...]) -> str:
+    """``at`` followed by ``path`` in JSONPath form: ``$.steps[0].args.urls[2]``."""
+    return at + "".join(f"[{seg}]" if type(seg) is int else f".{seg}" for seg in path)
+
+
 def iter_references(
     value: Any, path: tuple[Segment, ...] = ()
 ) -> Iterator[tuple[tuple[Segment, ...], Template]]:
@@ -317,20 +348,10 @@ def iter_references(
     Raises :class:`ReferenceSyntaxError` for the first malformed one (use the validator to get
     them all). Iterative, so arbitrarily deep data cannot exhaust the stack.
     """
-    stack: list[tuple[tuple[Segment, ...], Any]] = [(path, value)]
-    while stack:
-        p, v = stack.pop()
-        if isinstance(v, str):
-            if "$" in v:
-                t = parse_template(v)
-                if t.references:
-                    yield p, t
-        elif isinstance(v, dict):
-            for k in reversed(list(v)):
-                stack.append(((*p, k), v[k]))
-        elif isinstance(v, list):
-            for idx in range(len(v) - 1, -1, -1):
-                stack.append(((*p, idx), v[idx]))
+    for p, text in iter_strings_with_dollar(value, path):
+        t = parse_template(text)
+        if t.references:
+            yield p, t
 
 
 def resolve_path(outputs: Mapping[str, Any], ref: Reference) -> Any:
@@ -410,27 +431,15 @@ def resolve_value(value: Any, outputs: Mapping[str, Any]) -> Any:
     The result shares no containers with ``value`` or ``outputs``: a tool that mutates its
     arguments cannot change another step's inputs.
     """
-    kind = type(value)
+    kind = type(value)  # exact types first: plan data is plain JSON almost always
     if kind is str:
         return _fill_text(value, outputs) if "$" in value else value
+    if kind in _PLAIN_SCALARS:
+        return value
     if kind is dict or (kind is not list and isinstance(value, dict)):
-        out: dict[Any, Any] = {}
-        for k, v in value.items():
-            vk = type(v)
-            if vk is str:
-                out[k] = _fill_text(v, outputs) if "$" in v else v
-            else:
-                out[k] = v if vk in _PLAIN_SCALARS else resolve_value(v, outputs)
-        return out
+        return {k: resolve_value(v, outputs) for k, v in value.items()}
     if kind is list or isinstance(value, list):
-        items: list[Any] = []
-        for v in value:
-            vk = type(v)
-            if vk is str:
-                items.append(_fill_text(v, outputs) if "$" in v else v)
-            else:
-                items.append(v if vk in _PLAIN_SCALARS else resolve_value(v, outputs))
-        return items
+        return [resolve_value(v, outputs) for v in value]
     if isinstance(value, str):  # a str subclass: filled as the plain string it holds
         return resolve_value(str(value), outputs)
     return value
@@ -448,13 +457,18 @@ def _fill_text(text: str, outputs: Mapping[str, Any]) -> Any:
     return copy_json(found) if kind is dict or kind is list else found
 
 
-def copy_json(value: Any) -> Any:
+def copy_json(value: Any, on_string: Callable[[str], Any] | None = None) -> Any:
     """A deep copy of plain JSON data (dicts and lists are copied; scalars are immutable).
 
-    Iterative, so deeply nested outputs cannot exhaust the stack.
+    With ``on_string``, every string is replaced by ``on_string(string)`` and tuples are
+    copied as lists too (how secrets are scrubbed from what a run records). Iterative, so
+    deeply nested outputs cannot exhaust the stack.
     """
     kind = type(value)
-    if kind is not dict and kind is not list:
+    if kind is str:
+        return value if on_string is None else on_string(value)
+    containers = (dict, list) if on_string is None else (dict, list, tuple)
+    if kind not in containers:
         return value
     root: Any = {} if kind is dict else []
     stack: list[tuple[Any, Any]] = [(value, root)]
@@ -463,7 +477,10 @@ def copy_json(value: Any) -> Any:
         items = src.items() if type(src) is dict else enumerate(src)
         for k, v in items:
             vk = type(v)
-            if vk is dict or vk is list:
+            if vk is str:
+                if on_string is not None:
+                    v = on_string(v)
+            elif vk in containers:
                 child: Any = {} if vk is dict else []
                 stack.append((v, child))
                 v = child

@@ -26,7 +26,13 @@ from planrail.plan.loader import (
     read_plan_file,
 )
 from planrail.plan.model import Plan
-from planrail.plan.refs import Reference, copy_json, parse_template
+from planrail.plan.refs import (
+    Reference,
+    copy_json,
+    iter_strings_with_dollar,
+    json_path,
+    parse_template,
+)
 from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
 from planrail.plan.validate import ValidationReport, validate
 
@@ -187,19 +193,13 @@ def _references(step: dict[str, Any], at: str) -> Iterator[tuple[str, Reference]
     if isinstance(repeat, dict) and "until" in repeat:
         fields.append(("repeat.until", repeat["until"]))
     for name, value in fields:
-        stack: list[tuple[str, Any]] = [(f"{at}.{name}", value)]
-        while stack:
-            path, v = stack.pop()
-            if isinstance(v, str):
-                if "${" not in v:
-                    continue
-                try:
-                    template = parse_template(v)
-                except ReferenceSyntaxError:
-                    continue  # the validator reports it; there is no edge to infer
-                for ref in template.references:
-                    yield path, ref
-            elif isinstance(v, dict):
-                stack.extend((f"{path}.{k}", x) for k, x in reversed(list(v.items())))
-            elif isinstance(v, list):
-                stack.extend((f"{path}[{j}]", x) for j, x in reversed(list(enumerate(v))))
+        for segments, text in iter_strings_with_dollar(value):
+            if "${" not in text:
+                continue
+            try:
+                template = parse_template(text)
+            except ReferenceSyntaxError:
+                continue  # the validator reports it; there is no edge to infer
+            path = json_path(f"{at}.{name}", segments)
+            for ref in template.references:
+                yield path, ref

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import pydantic
 
 from planrail.errors import ReferenceSyntaxError
-from planrail.plan.refs import Reference, parse_template
+from planrail.plan.refs import Reference, copy_json, iter_strings_with_dollar, parse_template
 
 if TYPE_CHECKING:
     from planrail.plan.model import Plan, Step
@@ -219,7 +219,7 @@ class Redactor:
         """A copy of JSON-like ``value`` with known secret values scrubbed from every string."""
         if self._compiled() is None:
             return value
-        return _map_strings(value, self.text)
+        return copy_json(value, self.text)
 
     def learn_args(self, step_id: str, args: Any) -> None:
         """Remember the values of ``step_id``'s secret parameters in ``args`` (before a call)."""
@@ -351,19 +351,11 @@ def _calls_of(step: Step) -> list[tuple[str, Any]]:
 
 def _references(value: Any) -> list[Reference]:
     refs: list[Reference] = []
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            if "$" in v:
-                try:
-                    refs.extend(parse_template(v).references)
-                except ReferenceSyntaxError:
-                    continue
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
+    for _, text in iter_strings_with_dollar(value):
+        try:
+            refs.extend(parse_template(text).references)
+        except ReferenceSyntaxError:
+            continue
     return refs
 
 
@@ -409,33 +401,6 @@ def _leaves(value: Any) -> list[str]:
     return found
 
 
-def _map_strings(value: Any, fn: Any) -> Any:
-    """A copy of ``value`` with ``fn`` applied to every string (iterative: any depth)."""
-    kind = type(value)
-    if kind is str:
-        return fn(value)
-    if kind is not dict and kind is not list and kind is not tuple:
-        return value
-    root: Any = {} if kind is dict else []
-    stack: list[tuple[Any, Any]] = [(value, root)]
-    while stack:
-        src, dst = stack.pop()
-        items = src.items() if type(src) is dict else enumerate(src)
-        for k, v in items:
-            vk = type(v)
-            if vk is str:
-                v = fn(v)
-            elif vk is dict or vk is list or vk is tuple:
-                child: Any = {} if vk is dict else []
-                stack.append((v, child))
-                v = child
-            if type(dst) is dict:
-                dst[k] = v
-            else:
-                dst.append(v)
-    return root
-
-
 def _at(value: Any, path: _Path) -> Any:
     for seg in path:
         if type(value) is dict:
@@ -452,7 +417,7 @@ def _at(value: Any, path: _Path) -> Any:
 
 def _replace_paths(value: Any, paths: list[_Path]) -> Any:
     """A copy of ``value`` with the value at each path replaced by :data:`REDACTED`."""
-    out = _map_strings(value, lambda s: s)  # a copy
+    out = copy_json(value, lambda s: s)  # a copy, tuples made lists
     for path in paths:
         parent: Any = None
         cur = out

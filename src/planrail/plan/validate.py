@@ -8,21 +8,28 @@ linear in the size of the plan.
 from __future__ import annotations
 
 import difflib
-import gc
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pydantic
 
+from planrail._memory import collector_paused
 from planrail.errors import PlanLoadError, PlanValidationError, ReferenceSyntaxError
 from planrail.plan import schema as js
 from planrail.plan.graph import cycles
 from planrail.plan.loader import PlanLimits, load_document, normalize, read_plan_file
 from planrail.plan.model import ACTIONS, Plan, Step
-from planrail.plan.refs import Reference, Template, parse_reference, parse_template
+from planrail.plan.refs import (
+    Reference,
+    Template,
+    iter_strings_with_dollar,
+    json_path,
+    parse_reference,
+    parse_template,
+)
 from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
 from planrail.plan.validate_policies import policies_pass
 
@@ -152,20 +159,14 @@ def validate(
     # Validating a big plan allocates millions of objects that live until it ends; the cyclic
     # collector's full passes over them grew the time faster than the plan (15.5x per 10x steps
     # at 100,000, against 12.1x with the collector paused). Nothing here makes reference
-    # cycles, so the collector is paused while the passes run (and re-enabled only if it was
-    # enabled: nested and concurrent calls are safe).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    # cycles, so the collector is paused while the passes run.
+    with collector_paused():
         _load(ctx, source)
         if ctx.raw is not None:  # could not load: nothing else to check
             with_tools = check_tools and tools is not None
             for pass_ in _PASSES:
                 if with_tools or pass_ not in _TOOL_PASSES:
                     pass_(ctx)
-    finally:
-        if collecting:
-            gc.enable()
     report = ValidationReport(ctx.errors, ctx.warnings)
     if not ctx.errors:
         report.plan = Plan.model_validate(
@@ -410,27 +411,9 @@ def _step_strings(step: Step) -> Iterable[tuple[str, Any]]:
         yield "repeat.until", step.repeat.until
 
 
-def _walk_strings(value: Any, path: str) -> Iterable[tuple[str, str]]:
-    """Every string holding a ``$``, with its JSON path (written only for those: most strings
-    of a big plan hold none, and formatting their paths cost more than finding them)."""
-    stack: list[tuple[str, Any, Any]] = [(path, None, value)]
-    while stack:
-        parent, key, v = stack.pop()
-        if isinstance(v, str):
-            if "$" in v:
-                yield _child_path(parent, key), v
-        elif isinstance(v, dict):
-            p = _child_path(parent, key)
-            stack.extend((p, k, x) for k, x in v.items())
-        elif isinstance(v, list):
-            p = _child_path(parent, key)
-            stack.extend((p, i, x) for i, x in enumerate(v))
-
-
-def _child_path(parent: str, key: Any) -> str:
-    if key is None:
-        return parent
-    return f"{parent}[{key}]" if type(key) is int else f"{parent}.{key}"
+def _walk_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    for segments, text in iter_strings_with_dollar(value):
+        yield json_path(path, segments), text
 
 
 # Names a step may reference besides other steps: the current for_each item / repeat output.
@@ -520,9 +503,9 @@ def _cycles(ctx: _Ctx) -> None:
     """cycle: no step may (transitively) depend on itself, by depends_on or by reference."""
     known = ctx.known
     deps: dict[str, list[str]] = {sid: [] for sid in known}
+    # While every edge leads to a step listed earlier, the plan's order is a topological order
+    # and there is no cycle: plans are nearly always written so, and the search is skipped.
     backward = True
-    """Every edge leads to a step listed earlier: the plan's order is a topological order, so
-    there is no cycle (plans are nearly always written this way; the search is then skipped)."""
     for step in ctx.steps:
         sid = step.id
         edges = deps[sid]
@@ -715,11 +698,10 @@ def _check_args(
                 )
             continue
         for sub, problem in js.check_literal(value, props[name], root, types_of):
-            suffix = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in sub)
             ctx.error(
                 "type_mismatch",
                 step.id,
-                f"{where}.{name}{suffix}",
+                json_path(f"{where}.{name}", tuple(sub)),
                 f"argument '{name}' of tool '{spec.name}': {problem}",
             )
 
