@@ -5,8 +5,10 @@ step, all durations 0) and runs it; it reports:
 
 - per-step overhead in µs = wall time of ``run()`` (graph build + execution) / steps, and the
   execution call alone / steps; within a subprocess the median of 3 runs up to 10,000 steps,
-  one run above (and with --quick); full runs repeat this in 3 rounds that interleave the
-  engines (see :func:`measure`) and report medians, and ratios as medians of per-round ratios;
+  one run above (and with --quick); the time the garbage collector took during the execution
+  call (asyncio engines; all collections, and full ones alone); full runs repeat this in 3
+  rounds that interleave the engines (see :func:`measure`) and report medians, and ratios as
+  medians of per-round ratios;
 - peak memory = peak resident set of that subprocess (VmHWM from /proc/self/status, i.e. the
   process's own ``ru_maxrss``; interpreter and imports included), and its increase over the
   same figure taken just before the first run;
@@ -81,16 +83,21 @@ def child(engine: str, n: int, repeats: int) -> dict[str, Any]:
     first_run_s = time.perf_counter() - t0
     dag = dags.layered(n, WIDTH, seed=0, durations="zero")
     baseline = peak_rss_kib()
-    walls, execs, ok = [], [], True
+    walls, execs, gcs, fulls, ok = [], [], [], [], True
     for _ in range(repeats):
         t0 = time.perf_counter()
         result = run(dag, scale=1.0)
         walls.append(time.perf_counter() - t0)
         execs.append(result.makespan_s)
+        gcs.append(result.gc_s)
+        fulls.append(result.gc_full_s)
         ok = ok and result.per_node_inputs_ok
+    timed_gc = None not in gcs
     return {
         "wall_s": statistics.median(walls),
         "exec_s": statistics.median(execs),
+        "gc_s": statistics.median(gcs) if timed_gc else None,
+        "gc_full_s": statistics.median(fulls) if timed_gc else None,
         "repeats": repeats,
         "inputs_ok": ok,
         "maxrss_kib": peak_rss_kib(),
@@ -111,6 +118,9 @@ def in_subprocess(engine: str, n: int, repeats: int) -> dict[str, Any]:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["us_per_step"] = out["wall_s"] / n * 1e6
     out["exec_us_per_step"] = out["exec_s"] / n * 1e6
+    if out["gc_s"] is not None:
+        out["gc_us_per_step"] = out["gc_s"] / n * 1e6
+        out["gc_full_us_per_step"] = out["gc_full_s"] / n * 1e6
     return out
 
 
@@ -185,7 +195,10 @@ def _median_round(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if bad:
         return bad[0]
     out = dict(runs[0])
-    for key in ("wall_s", "exec_s", "us_per_step", "exec_us_per_step", "maxrss_kib"):
+    figures = ["wall_s", "exec_s", "us_per_step", "exec_us_per_step", "maxrss_kib"]
+    if all("gc_us_per_step" in m for m in runs):
+        figures += ["gc_us_per_step", "gc_full_us_per_step"]
+    for key in figures:
         out[key] = statistics.median(m[key] for m in runs)
     out["baseline_kib"] = statistics.median(m["baseline_kib"] for m in runs)
     out["inputs_ok"] = all(m["inputs_ok"] for m in runs)
@@ -226,6 +239,18 @@ def print_tables(results: dict[str, dict[int, dict[str, Any]]], imports: dict[st
     print(table(["engine", *map(str, sizes), f"{hi // 1000}k / {lo // 1000}k"], rows))
     print("\nexecution call only (graph already built), µs per step")
     rows = [[e, *(_cell(results[e][n], "exec_us_per_step", ".1f") for n in sizes)] for e in names]
+    print(table(["engine", *map(str, sizes)], rows))
+    print("\ntime in garbage collection during the execution call, µs per step: all / full only")
+    rows = [
+        [e]
+        + [
+            f"{m['gc_us_per_step']:.1f} / {m['gc_full_us_per_step']:.1f}"
+            if "gc_us_per_step" in m
+            else ("-" if "wall_s" in m else _cell(m, "gc_us_per_step", ""))
+            for m in (results[e][n] for n in sizes)
+        ]
+        for e in names
+    ]
     print(table(["engine", *map(str, sizes)], rows))
     for e in names:
         for n in sizes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,24 @@ class EngineResult:
     """Every step ran once and received exactly its dependencies' outputs, in order."""
     build_s: float = 0.0
     """Wall time spent building/compiling the engine's graph before execution."""
+    gc_s: float | None = None
+    """Time the garbage collector took during the execution call (asyncio engines)."""
+    gc_full_s: float | None = None
+    """The part of ``gc_s`` spent in full (generation 2) collections."""
+
+    @classmethod
+    def timed(
+        cls, ok: bool, elapsed: float, collecting: CollectorTime, **more: Any
+    ) -> EngineResult:
+        """The result of an execution timed by :func:`run_timed`."""
+        return cls(
+            makespan_s=elapsed,
+            per_node_inputs_ok=ok,
+            gc_s=collecting.total,
+            gc_full_s=collecting.full,
+            **more,
+        )
+
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -56,13 +75,38 @@ def short_ids(dag: dict[str, Any]) -> dict[str, Any]:
     return {"name": dag["name"], "steps": steps, "id_map": {v: k for k, v in new.items()}}
 
 
-def run_timed(start: Callable[[], Awaitable[T]]) -> tuple[T, float]:
-    """``asyncio.run`` the awaitable ``start()`` returns; its result and its wall time, timed
-    inside the loop (creating and closing the loop is not the engine's work)."""
+class CollectorTime:
+    """A ``gc.callbacks`` entry adding up the time spent in collections (and in full ones)."""
+
+    def __init__(self) -> None:
+        self.total = self.full = 0.0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        spent = time.perf_counter() - self._began
+        self.total += spent
+        if info.get("generation") == 2:
+            self.full += spent
+
+
+def run_timed(start: Callable[[], Awaitable[T]]) -> tuple[T, float, CollectorTime]:
+    """``asyncio.run`` the awaitable ``start()`` returns: its result, its wall time and the
+    garbage collector's time while it ran, all taken inside the loop (creating and closing the
+    loop is not the engine's work)."""
+    collecting = CollectorTime()
 
     async def timed() -> tuple[T, float]:
+        gc.callbacks.append(collecting)
         t0 = time.perf_counter()
-        value = await start()
-        return value, time.perf_counter() - t0
+        try:
+            value = await start()
+        finally:
+            elapsed = time.perf_counter() - t0
+            gc.callbacks.remove(collecting)
+        return value, elapsed
 
-    return asyncio.run(timed())
+    value, elapsed = asyncio.run(timed())
+    return value, elapsed, collecting

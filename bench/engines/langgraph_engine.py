@@ -68,6 +68,6 @@ def run(dag: dict[str, Any], *, scale: float = 1.0) -> EngineResult:
     build_s = time.perf_counter() - t0
     # One superstep per depth level at most, plus START; the default limit is 25.
     config = {"recursion_limit": len(dag["steps"]) + 10}
-    final, elapsed = run_timed(lambda: graph.ainvoke({"outputs": {}}, config))
+    final, elapsed, collecting = run_timed(lambda: graph.ainvoke({"outputs": {}}, config))
     ok = inputs_ok(dag, seen, final["outputs"])
-    return EngineResult(makespan_s=elapsed, per_node_inputs_ok=ok, build_s=build_s)
+    return EngineResult.timed(ok, elapsed, collecting, build_s=build_s)

@@ -89,9 +89,7 @@ def run(dag: dict[str, Any], *, scale: float = 1.0) -> EngineResult:
     )
     execution = planrail.prepare(plan, tools=[tool], limits=limits)
     build_s = time.perf_counter() - t0
-    result, elapsed = run_timed(execution.run)
+    result, elapsed, collecting = run_timed(execution.run)
     status = str(getattr(result.status, "value", result.status))
     ok = status == "succeeded" and inputs_ok(dag, seen, _outputs(result))
-    return EngineResult(
-        makespan_s=elapsed, per_node_inputs_ok=ok, build_s=build_s, extra={"status": status}
-    )
+    return EngineResult.timed(ok, elapsed, collecting, build_s=build_s, extra={"status": status})
