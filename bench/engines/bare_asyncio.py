@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from bench.engines import timer
 from bench.engines.base import EngineResult, inputs_ok, run_timed
 
 
@@ -17,7 +18,7 @@ async def _execute(dag: dict[str, Any], scale: float) -> tuple[dict[str, Any], d
 
     async def node(sid: str, deps: list[asyncio.Task[str]], duration: float) -> str:
         seen[sid] = [await d for d in deps]
-        await asyncio.sleep(duration)
+        await timer.sleep(duration)
         return sid
 
     for s in dag["steps"]:

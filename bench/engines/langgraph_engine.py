@@ -14,13 +14,13 @@ the build ~3x slower (0.9 ms per node here) and would have charged LangGraph for
 
 from __future__ import annotations
 
-import asyncio
 import time
 from functools import partial
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import START, StateGraph
 
+from bench.engines import timer
 from bench.engines.base import EngineResult, inputs_ok, run_timed, short_ids
 
 
@@ -37,7 +37,7 @@ async def _node(
 ) -> dict[str, Any]:
     outputs = state["outputs"]
     seen[sid] = [outputs.get(d, "<missing>") for d in deps]
-    await asyncio.sleep(duration)
+    await timer.sleep(duration)
     return {"outputs": {sid: sid}}
 
 

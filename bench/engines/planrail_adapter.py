@@ -17,10 +17,10 @@ dependencies' real outputs for the correctness check to pass. The tool is define
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
+from bench.engines import timer
 from bench.engines.base import EngineResult, EngineUnavailable, inputs_ok, run_timed, short_ids
 
 try:
@@ -65,7 +65,7 @@ def _make_tool(seen: dict[str, list[str]]) -> Any:
     @planrail.tool
     async def node(id: str, duration: float, inputs: list[str]) -> str:
         seen[id] = list(inputs)
-        await asyncio.sleep(duration)
+        await timer.sleep(duration)
         return id
 
     return node

@@ -15,6 +15,7 @@ from planrail.plan.refs import (
     MAX_SEGMENTS,
     Reference,
     Template,
+    copy_json,
     iter_references,
     iter_strings_with_dollar,
     json_path,
@@ -239,6 +240,61 @@ def test_resolve_value_fills_nested_args_and_copies() -> None:
     assert out == {"items": [OUTPUTS["fetch"]["items"], {"n": 2}], "s": "x plain", "k": 3}
     out["items"][0][0]["id"] = 99
     assert OUTPUTS["fetch"]["items"][0]["id"] == 7
+
+
+def _containers(value: Any) -> list[Any]:
+    found, stack = [], [value]
+    while stack:
+        v = stack.pop()
+        if type(v) in (dict, list):
+            found.append(v)
+            stack.extend(v.values() if type(v) is dict else v)
+    return found
+
+
+@pytest.mark.parametrize("depth", [1, 31, 32, 33, 400])
+def test_copy_json_shares_no_container_at_any_depth(depth: int) -> None:
+    """copy_json recurses for shallow data and goes on iteratively past that: either way the
+    copy is equal and shares no dict or list with the original."""
+    value: Any = {"leaf": [1, "s", None, 2.5, True]}
+    for i in range(depth):
+        value = [{"k": value, "i": i}] if i % 2 else {"d": value, "t": "x"}
+    copied = copy_json(value)
+    assert copied == value
+    originals = {id(c) for c in _containers(value)}
+    assert not originals & {id(c) for c in _containers(copied)}
+
+
+def test_copy_json_of_very_deep_data_does_not_exhaust_the_stack() -> None:
+    """A tool may return data nested 100,000 deep: the copy is made, level for level."""
+    value: Any = []
+    bottom = value
+    for _ in range(100_000):
+        bottom.append([])
+        bottom = bottom[0]
+    bottom.append({"end": True})
+    copied, original, depth = copy_json(value), value, 0
+    while original and type(original[0]) is list:
+        assert copied is not original
+        copied, original, depth = copied[0], original[0], depth + 1
+    assert depth == 100_000
+    assert copied == [{"end": True}]
+    assert copied[0] is not original[0]
+
+
+def test_resolve_value_hands_first_objects_to_its_hook() -> None:
+    """With on_first, a {"$first": ...} object is replaced by what the hook returns (anywhere);
+    without it, the object is filled like any other mapping."""
+    args = {"a": {"$first": ["${x}", 1]}, "b": [{"$first": ["${y}"]}], "c": "${text}"}
+    seen: list[Any] = []
+
+    def hook(obj: dict[str, Any], outputs: Any) -> Any:
+        seen.append(obj)
+        return "chosen"
+
+    assert resolve_value(args, OUTPUTS, hook) == {"a": "chosen", "b": ["chosen"], "c": "plain"}
+    assert seen == [args["a"], args["b"][0]]
+    assert resolve_value({"$first": [1, 2]}, OUTPUTS) == {"$first": [1, 2]}
 
 
 def test_iter_references_finds_every_string_with_paths() -> None:

@@ -241,26 +241,22 @@ class AttemptLoop:
         """Count the one attempt of a plain step (no retry, timeout, resource or deadline) and
         call ``before_attempt``; returns what the hook returned (await it if awaitable).
 
-        The caller performs the action, then calls :meth:`settle` with the time it began.
+        The caller performs the action, then calls :meth:`settle` (or :meth:`settle_failed`)
+        with the time it began.
         """
         tally.attempts += 1
         if self.before_attempt is not None:
             return self.before_attempt(step, None, tally.attempts, args)
         return None
 
-    def settle(
-        self,
-        step: Any,
-        args: Any,
-        tally: Tally,
-        began: float,
-        output: Any = None,
-        exc: Exception | None = None,
+    def settle(self, step: Any, tally: Tally, began: float) -> None:
+        """A plain step's attempt succeeded: the same record and hook as :meth:`run`."""
+        self._notify(step, self._record(tally, tally.attempts, began, None))
+
+    def settle_failed(
+        self, step: Any, args: Any, tally: Tally, began: float, exc: Exception
     ) -> Result:
-        """The end of a plain step's attempt: the same record, hook and result as :meth:`run`."""
-        if exc is None:
-            self._notify(step, self._record(tally, tally.attempts, began, None))
-            return Result(True, output, args=args)
+        """A plain step's attempt raised: the same record, hook and result as :meth:`run`."""
         fatal, retryable = self._classify(exc, NO_RETRY)
         self._notify(step, self._record(tally, tally.attempts, began, exc, retryable))
         return Result(False, exc=exc, retryable=retryable, fatal=fatal, args=args)

@@ -12,11 +12,12 @@ start), which keeps the durable path cheap without weakening the guarantee.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -26,7 +27,14 @@ from planrail.engine.checkpoint import Checkpointer, RunBusyError
 from planrail.engine.events import Event, EventType
 from planrail.engine.result import RunResult, StepResult
 from planrail.engine.scheduler import Node, Scheduler, Skip
-from planrail.engine.step_runner import ActionHandler, Outcome, StepRunner, ToolAction, error_info
+from planrail.engine.step_runner import (
+    ActionHandler,
+    Outcome,
+    PlainCall,
+    StepRunner,
+    ToolAction,
+    error_info,
+)
 from planrail.errors import PlanrailError, ReferenceResolutionError
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
@@ -234,7 +242,7 @@ class Execution:
 
     async def run(self) -> RunResult:
         """Run to the end and return the result."""
-        async for _ in self.iter():
+        async for _ in self._turns():  # the events of iter(), a turn of the loop at a time
             pass
         return self.result()
 
@@ -242,6 +250,13 @@ class Execution:
         """Run, yielding each event as it happens. Steps keep running while the caller handles
         an event; cancelling the caller cancels the run cleanly (running steps are cancelled and
         recorded, the run is marked ``cancelled``)."""
+        async with contextlib.aclosing(self._turns()) as turns:
+            async for batch in turns:
+                for event in batch:
+                    yield event
+
+    async def _turns(self) -> AsyncGenerator[deque[Event], None]:
+        """Run, yielding the events of each turn of the event loop together (in order)."""
         if self.status != "pending":
             raise RuntimeError("an Execution runs once")
         # An open plan's approval is checked when it is sealed; hashing a big plan costs, so
@@ -279,8 +294,9 @@ class Execution:
             try:
                 self._dispatch()
                 while True:
-                    while self._events:
-                        yield self._events.popleft()
+                    if self._events:
+                        batch, self._events = self._events, deque()
+                        yield batch
                     if self.scheduler.finished and not self._tasks and not self._flush_pending:
                         break
                     self._wakeup.clear()
@@ -300,8 +316,8 @@ class Execution:
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 if self._ckpt is not None:
                     self._ckpt.release()
-        while self._events:
-            yield self._events.popleft()
+        if self._events:
+            yield self._events
 
     async def _open_checkpoint(self) -> None:
         """Create or take over the run in the store; while another runner holds its lease,
@@ -352,7 +368,10 @@ class Execution:
         attempt: int | None = None,
         data: dict[str, Any] | None = None,
         at: float | None = None,
+        wake: bool = True,
     ) -> None:
+        """Queue an event for ``iter()`` (and the store and observers). ``wake=False`` leaves
+        waking the run's loop to the caller, who does more first (see :meth:`_apply`)."""
         if self.redactor is not None and data:
             data = self.redactor.scrub(data)
         event = Event(
@@ -366,7 +385,7 @@ class Execution:
                 obs.on_event(event)
             except Exception:
                 log.exception("observer %r failed on %s; the run goes on", obs, type_)
-        if self._wakeup is not None:
+        if wake and self._wakeup is not None:
             self._wakeup.set()
 
     # ------------------------------------------------------------------ starting steps
@@ -410,8 +429,9 @@ class Execution:
         res = self.results[sid]
         res.status = S.RUNNING
         res.started_at = now = self.clock.now()
-        self._emit(E.STEP_STARTED, sid, 1, at=now)
+        # The task first, then the event that wakes the run's own loop: the step runs first.
         self._tasks[sid] = asyncio.get_running_loop().create_task(self._run_step(step))
+        self._emit(E.STEP_STARTED, sid, 1, at=now)
 
     def _cancel(self, sid: str, task: asyncio.Task[None]) -> None:
         task.cancel()
@@ -467,7 +487,16 @@ class Execution:
     async def _run_step(self, step: Step) -> None:
         assert self._runner is not None
         try:
-            outcome = await self._runner.run(step, self.outputs, self._context(step))
+            started = self._runner.start(step, self.outputs, self._context(step))
+            if isinstance(started, PlainCall):  # most steps: the tool's call is awaited right here
+                try:
+                    value = await started.awaitable
+                except Exception as exc:
+                    outcome = started.failed(exc)
+                else:
+                    outcome = started.succeeded(value)
+            else:
+                outcome = await started
         except asyncio.CancelledError:
             self._tasks.pop(step.id, None)
             if not self._aborted:
@@ -559,7 +588,8 @@ class Execution:
             kind = E.STEP_DEGRADED if outcome.degraded else E.STEP_SUCCEEDED
             if outcome.degraded and outcome.reason:
                 data["reason"] = outcome.reason
-            self._emit(kind, sid, outcome.attempts, data, at=finished)
+            # Woken below, once the dependents are started: they run before iter()'s loop.
+            self._emit(kind, sid, outcome.attempts, data, at=finished, wake=False)
             self._skipped(sched.succeeded(sid))
         elif outcome.status == S.SKIPPED:
             self._emit(E.STEP_SKIPPED, sid, outcome.attempts, {"reason": outcome.reason})
@@ -574,6 +604,8 @@ class Execution:
             if (self.failure_mode == "fail_fast" or outcome.fatal) and not self._aborted:
                 self._fail_fast(sid, outcome.reason if outcome.fatal else None)
         self._dispatch()
+        if self._wakeup is not None:
+            self._wakeup.set()
 
     def _skipped(self, skips: list[Skip]) -> None:
         for skip in skips:

@@ -174,11 +174,21 @@ class Scheduler:
     # ------------------------------------------------------------------ events
 
     def start(self, step: str) -> None:
-        self._move(step, S.RUNNING)
+        entry = self._entries[step]
+        if entry.state is not READY:  # the only legal way in (a fast _move)
+            self._move(step, S.RUNNING)
+        entry.state = S.RUNNING
 
     def succeeded(self, step: str) -> list[Skip]:
         """Record success; dependents whose join rule is now met become ready."""
-        return self._finish(step, S.SUCCEEDED)
+        entry = self._entries[step]
+        if entry.state is not S.RUNNING:  # the usual move, without the table lookup
+            return self._finish(step, S.SUCCEEDED)
+        entry.state = S.SUCCEEDED
+        self._active -= 1
+        skips: list[Skip] = []
+        self._propagate(step, skips)
+        return skips
 
     def restored(self, step: str) -> list[Skip]:
         """A step whose success was recorded in an earlier run (resume): not run again."""

@@ -19,11 +19,17 @@ from typing import Any
 
 from planrail.errors import ReferenceResolutionError
 from planrail.plan.compiled import Filler, compile_value
-from planrail.plan.refs import parse_template
+from planrail.plan.refs import FIRST, parse_template
 
-__all__ = ["FIRST", "MAX_CANDIDATES", "compile_args", "first_problems", "is_first"]
+__all__ = [
+    "FIRST",
+    "MAX_CANDIDATES",
+    "compile_args",
+    "fill_first",
+    "first_problems",
+    "is_first",
+]
 
-FIRST = "$first"
 MAX_CANDIDATES = 16
 """Most candidates in one ``$first``."""
 
@@ -91,6 +97,11 @@ def compile_args(value: Any) -> Filler:
         return lambda o: {k: f(o) for k, f in parts}
     items = [compile_args(v) for v in value]
     return lambda o: [f(o) for f in items]
+
+
+def fill_first(value: dict[str, Any], outputs: Mapping[str, Any]) -> Any:
+    """The value of one ``{"$first": ...}`` object: ``resolve_value``'s ``on_first`` hook."""
+    return compile_args(value)(outputs)
 
 
 def has_first(value: Any) -> bool:

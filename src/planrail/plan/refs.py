@@ -425,11 +425,17 @@ def _json_type(v: Any) -> str:
     return kind.__name__
 
 
-def resolve_value(value: Any, outputs: Mapping[str, Any]) -> Any:
+def resolve_value(
+    value: Any,
+    outputs: Mapping[str, Any],
+    on_first: Callable[[dict[str, Any], Mapping[str, Any]], Any] | None = None,
+) -> Any:
     """A copy of ``value`` (args, an output mapping) with every reference filled in.
 
     The result shares no containers with ``value`` or ``outputs``: a tool that mutates its
-    arguments cannot change another step's inputs.
+    arguments cannot change another step's inputs. With ``on_first``, a ``{"$first": ...}``
+    object is replaced by ``on_first(that object, outputs)`` (see :mod:`planrail.plan.first`);
+    without it, such an object is filled like any other.
     """
     kind = type(value)  # exact types first: plan data is plain JSON almost always
     if kind is str:
@@ -437,14 +443,18 @@ def resolve_value(value: Any, outputs: Mapping[str, Any]) -> Any:
     if kind in _PLAIN_SCALARS:
         return value
     if kind is dict or (kind is not list and isinstance(value, dict)):
-        return {k: resolve_value(v, outputs) for k, v in value.items()}
+        if on_first is not None and FIRST in value:
+            return on_first(value, outputs)
+        return {k: resolve_value(v, outputs, on_first) for k, v in value.items()}
     if kind is list or isinstance(value, list):
-        return [resolve_value(v, outputs) for v in value]
+        return [resolve_value(v, outputs, on_first) for v in value]
     if isinstance(value, str):  # a str subclass: filled as the plain string it holds
-        return resolve_value(str(value), outputs)
+        return resolve_value(str(value), outputs, on_first)
     return value
 
 
+FIRST = "$first"
+"""The key of a first-available object (:mod:`planrail.plan.first`)."""
 _PLAIN_SCALARS = frozenset((int, float, bool, type(None)))
 
 
@@ -461,16 +471,40 @@ def copy_json(value: Any, on_string: Callable[[str], Any] | None = None) -> Any:
     """A deep copy of plain JSON data (dicts and lists are copied; scalars are immutable).
 
     With ``on_string``, every string is replaced by ``on_string(string)`` and tuples are
-    copied as lists too (how secrets are scrubbed from what a run records). Iterative, so
-    deeply nested outputs cannot exhaust the stack.
+    copied as lists too (how secrets are scrubbed from what a run records). Deeply nested data
+    cannot exhaust the stack: past a few dozen levels the copy goes on iteratively.
     """
     kind = type(value)
+    if on_string is None:
+        return _copy(value, _RECURSIVE_DEPTH) if kind is dict or kind is list else value
     if kind is str:
-        return value if on_string is None else on_string(value)
+        return on_string(value)
+    return _copy_iter(value, on_string) if kind in _WITH_TUPLES else value
+
+
+_RECURSIVE_DEPTH = 32
+"""Levels copied by recursion (several times faster than the explicit stack on small data)."""
+_WITH_TUPLES = frozenset((dict, list, tuple))
+
+
+def _copy(value: Any, depth: int) -> Any:
+    if depth == 0:
+        return _copy_iter(value, None)
+    out = value.copy()  # scalars are shared (immutable); nested containers are replaced below
+    pairs = value.items() if type(value) is dict else enumerate(value)
+    for k, v in pairs:
+        if type(v) in _CONTAINERS:
+            out[k] = _copy(v, depth - 1)
+    return out
+
+
+_CONTAINERS = frozenset((dict, list))
+
+
+def _copy_iter(value: Any, on_string: Callable[[str], Any] | None) -> Any:
+    """The explicit-stack copy: any depth, and the ``on_string`` rewrite."""
     containers = (dict, list) if on_string is None else (dict, list, tuple)
-    if kind not in containers:
-        return value
-    root: Any = {} if kind is dict else []
+    root: Any = {} if type(value) is dict else []
     stack: list[tuple[Any, Any]] = [(value, root)]
     while stack:
         src, dst = stack.pop()
