@@ -2,7 +2,10 @@
 
 Every step sleeps ``duration_s * scale``. The scale is chosen per DAG so that its critical path
 takes ``TARGET_CP_S`` seconds of wall time (1.0 s; 0.3 s with --quick): long enough that timer
-noise is small, short enough that the whole run stays in minutes. Each measurement is repeated
+noise is small, short enough that the whole run stays in minutes. Asyncio engines sleep with
+:func:`bench.engines.timer.sleep` (its docstring says why not ``asyncio.sleep``); the table
+"floor" shows what each way of sleeping costs with no engine at all: the chain DAG's sleeps, one
+after another in a single coroutine or thread. Each measurement is repeated
 and the median is reported, after one unmeasured warm-up run at a tenth of the scale (Dask
 creates its thread pool on first use; a cold 300-thread pool costs ~0.3 s). A run in which some
 step did not receive exactly its dependencies' outputs is marked ``!``: do not trust its figure.
@@ -13,10 +16,14 @@ step did not receive exactly its dependencies' outputs is marked ``!``: do not t
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench import dags, engines
+from bench.engines import timer
 from bench.report import table, write_json
 
 TARGET_CP_S = 1.0
@@ -110,6 +117,40 @@ def sweep(runners: dict[str, engines.Runner], repeats: int) -> list[dict]:
     ]
 
 
+def floor_dag(quick: bool) -> str:
+    return next(d["name"] for d in dag_set(quick) if d["name"].startswith("chain-"))
+
+
+def sleep_floor(quick: bool, repeats: int) -> dict[str, float]:
+    """Makespan / critical path of the chain DAG slept through with no engine, per way of
+    sleeping: the floor every engine's figure for that DAG stands on."""
+    dag = next(d for d in dag_set(quick) if d["name"] == floor_dag(quick))
+    target = QUICK_TARGET_CP_S if quick else TARGET_CP_S
+    durations = [s["duration_s"] * target / dags.critical_path(dag) for s in dag["steps"]]
+
+    async def in_loop(sleep: Callable[[float], Awaitable[None]]) -> float:
+        t0 = time.perf_counter()
+        for d in durations:
+            await sleep(d)
+        return time.perf_counter() - t0
+
+    def in_thread() -> float:
+        t0 = time.perf_counter()
+        for d in durations:
+            time.sleep(d)
+        return time.perf_counter() - t0
+
+    ways: dict[str, Callable[[], float]] = {
+        "asyncio.sleep": lambda: asyncio.run(in_loop(asyncio.sleep)),
+        "timer.sleep (asyncio engines here)": lambda: asyncio.run(in_loop(timer.sleep)),
+        "time.sleep (Dask's workers)": in_thread,
+    }
+    return {
+        name: statistics.median(way() for _ in range(repeats)) / target
+        for name, way in ways.items()
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small DAGs, one repeat (CI smoke)")
@@ -119,6 +160,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     repeats = args.repeats or (1 if args.quick else 5)
     runners, skipped = available_engines(args.engines.split(","))
     print(f"scheduling: makespan / critical path, median of {repeats}")
+    floor = sleep_floor(args.quick, repeats)
     rows = run_dags(runners, args.quick, repeats)
     sweep_rows = [] if args.quick else sweep(runners, max(1, repeats - 2))
 
@@ -138,7 +180,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for s in sweep_rows
         ]
         print(table(["critical path", *names], sweep_body))
+    print(f"\nfloor: {floor_dag(args.quick)} slept step after step, no engine (makespan / CP)")
+    print(table(["way of sleeping", "ratio"], [[k, f"{v:.3f}"] for k, v in floor.items()]))
     payload = {
+        "floor": floor,
         "target_cp_s": QUICK_TARGET_CP_S if args.quick else TARGET_CP_S,
         "repeats": repeats,
         "skipped": skipped,

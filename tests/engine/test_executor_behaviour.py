@@ -412,6 +412,44 @@ async def test_iter_yields_events_in_a_sensible_order() -> None:
     assert ex.result().status == "failed"
 
 
+async def test_a_dependent_is_running_before_iter_hands_out_its_dependencys_success() -> None:
+    """When a step succeeds, its dependent's tool is already called by the time ``iter()``
+    yields the ``step_succeeded`` event: the run's own loop is woken only after the dependents
+    are started, so they run first."""
+    entered: list[str] = []
+
+    @planrail.tool
+    async def probe(name: str, after: Any = None) -> str:
+        entered.append(name)
+        await asyncio.sleep(0)
+        return name
+
+    plan = {
+        "goal": "a chain",
+        "steps": [
+            {"id": "a", "tool": "probe", "args": {"name": "a"}},
+            {
+                "id": "b",
+                "tool": "probe",
+                "args": {"name": "b", "after": "${a}"},
+                "depends_on": ["a"],
+            },
+            {
+                "id": "c",
+                "tool": "probe",
+                "args": {"name": "c", "after": "${b}"},
+                "depends_on": ["b"],
+            },
+        ],
+    }
+    seen_at_success: dict[str, list[str]] = {}
+    async for event in prepare(plan, [probe]).iter():
+        if event.type == E.STEP_SUCCEEDED:
+            assert event.step_id is not None
+            seen_at_success[event.step_id] = list(entered)
+    assert seen_at_success == {"a": ["a", "b"], "b": ["a", "b", "c"], "c": ["a", "b", "c"]}
+
+
 @pytest.mark.looptime
 @pytest.mark.parametrize("seed", range(5))
 async def test_iter_order_on_random_dags(seed: int) -> None:
