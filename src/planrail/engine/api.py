@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from planrail._memory import collector_paused
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.executor import Execution, FailureMode
 from planrail.engine.result import RunResult
@@ -41,17 +42,20 @@ def prepare(
     """
     registry = ToolRegistry.of(tools)
     source = Path(plan) if isinstance(plan, str) and _looks_like_path(plan) else plan
-    checked = validate(source, registry, limits=limits).raise_for_errors()
-    return Execution(
-        checked,
-        registry,
-        run_id=run_id,
-        max_concurrency=max_concurrency,
-        failure_mode=failure_mode,
-        clock=clock,
-        observers=observers,
-        policy=policy,
-    )
+    # Everything built here lives as long as the run, which keeps it out of full collections
+    # (planrail._memory.long_lived): collecting in between would only scan it once for nothing.
+    with collector_paused():
+        checked = validate(source, registry, limits=limits).raise_for_errors()
+        return Execution(
+            checked,
+            registry,
+            run_id=run_id,
+            max_concurrency=max_concurrency,
+            failure_mode=failure_mode,
+            clock=clock,
+            observers=observers,
+            policy=policy,
+        )
 
 
 def _looks_like_path(s: str) -> bool:

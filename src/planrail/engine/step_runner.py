@@ -272,7 +272,7 @@ class StepRunner:
     def _plain_tool(self, step: Step, handler: ActionHandler) -> Tool | None:
         """The tool of a step with no policy around its one call (most steps), else None.
 
-        Such a step takes the short path of :meth:`_plain`. What depends on the tool alone is
+        Such a step runs as a :class:`PlainCall`. What depends on the tool alone is
         decided once per tool.
         """
         if type(handler) is not ToolAction or self.loop.deadline is not None:
