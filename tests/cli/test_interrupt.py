@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +18,31 @@ from .conftest import DATA, TOOLS, Cli
 PLANRAIL = Path(sys.executable).with_name("planrail")
 
 
+@contextlib.contextmanager
+def _sigint_not_ignored() -> Iterator[None]:
+    """A child inherits an ignored SIGINT (a shell starts its background jobs so, and Python
+    then installs no handler): the suite run that way would wait for a Ctrl-C that can never
+    arrive. Handled here while the child starts, SIGINT is back to its default in the child."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def interrupt_run(cli: Cli, run_id: str) -> tuple[int, str, dict[str, Any]]:
     """Start ``hang.json``, send SIGINT once ``forever`` is running; return the exit code, the
     output and what ``show --json`` then reports."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
-    proc = subprocess.Popen(
-        [str(PLANRAIL), "run", str(DATA / "hang.json"), "--tools", TOOLS, "--run-id", run_id],
-        cwd=cli.cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    with _sigint_not_ignored():
+        proc = subprocess.Popen(
+            [str(PLANRAIL), "run", str(DATA / "hang.json"), "--tools", TOOLS, "--run-id", run_id],
+            cwd=cli.cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     watchdog = threading.Timer(60, proc.kill)  # never hang the suite
     watchdog.start()
     try:
