@@ -583,29 +583,31 @@ class Execution:
         data: dict[str, Any] = {"duration": duration}
         if outcome.usage:
             data["usage"] = outcome.usage
-        if outcome.status == S.SUCCEEDED:
-            self.outputs[sid] = outcome.output
-            kind = E.STEP_DEGRADED if outcome.degraded else E.STEP_SUCCEEDED
-            if outcome.degraded and outcome.reason:
-                data["reason"] = outcome.reason
-            # Woken below, once the dependents are started: they run before iter()'s loop.
-            self._emit(kind, sid, outcome.attempts, data, at=finished, wake=False)
-            self._skipped(sched.succeeded(sid))
-        elif outcome.status == S.SKIPPED:
-            self._emit(E.STEP_SKIPPED, sid, outcome.attempts, {"reason": outcome.reason})
-            self._skipped(sched.skip(sid, outcome.reason or "skipped")[1:])
-        elif outcome.status == S.CANCELLED:
-            self._emit(E.STEP_CANCELLED, sid, outcome.attempts, {"reason": outcome.reason})
-            self._skipped(sched.cancelled(sid))
-        else:
-            data["error"] = outcome.error
-            self._emit(E.STEP_FAILED, sid, outcome.attempts, data, at=finished)
-            self._skipped(sched.failed(sid))
-            if (self.failure_mode == "fail_fast" or outcome.fatal) and not self._aborted:
-                self._fail_fast(sid, outcome.reason if outcome.fatal else None)
-        self._dispatch()
-        if self._wakeup is not None:
-            self._wakeup.set()
+        try:
+            if outcome.status == S.SUCCEEDED:
+                self.outputs[sid] = outcome.output
+                kind = E.STEP_DEGRADED if outcome.degraded else E.STEP_SUCCEEDED
+                if outcome.degraded and outcome.reason:
+                    data["reason"] = outcome.reason
+                # Not woken yet: the dependents started below run before iter()'s loop does.
+                self._emit(kind, sid, outcome.attempts, data, at=finished, wake=False)
+                self._skipped(sched.succeeded(sid))
+            elif outcome.status == S.SKIPPED:
+                self._emit(E.STEP_SKIPPED, sid, outcome.attempts, {"reason": outcome.reason})
+                self._skipped(sched.skip(sid, outcome.reason or "skipped")[1:])
+            elif outcome.status == S.CANCELLED:
+                self._emit(E.STEP_CANCELLED, sid, outcome.attempts, {"reason": outcome.reason})
+                self._skipped(sched.cancelled(sid))
+            else:
+                data["error"] = outcome.error
+                self._emit(E.STEP_FAILED, sid, outcome.attempts, data, at=finished)
+                self._skipped(sched.failed(sid))
+                if (self.failure_mode == "fail_fast" or outcome.fatal) and not self._aborted:
+                    self._fail_fast(sid, outcome.reason if outcome.fatal else None)
+            self._dispatch()
+        finally:  # woken once the dependents exist, and woken even if starting one failed
+            if self._wakeup is not None:
+                self._wakeup.set()
 
     def _skipped(self, skips: list[Skip]) -> None:
         for skip in skips:
