@@ -12,12 +12,11 @@ start), which keeps the durable path cheap without weakening the guarantee.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -242,7 +241,7 @@ class Execution:
 
     async def run(self) -> RunResult:
         """Run to the end and return the result."""
-        async for _ in self._turns():  # the events of iter(), a turn of the loop at a time
+        async for _ in self.iter():
             pass
         return self.result()
 
@@ -250,13 +249,6 @@ class Execution:
         """Run, yielding each event as it happens. Steps keep running while the caller handles
         an event; cancelling the caller cancels the run cleanly (running steps are cancelled and
         recorded, the run is marked ``cancelled``)."""
-        async with contextlib.aclosing(self._turns()) as turns:
-            async for batch in turns:
-                for event in batch:
-                    yield event
-
-    async def _turns(self) -> AsyncGenerator[deque[Event], None]:
-        """Run, yielding the events of each turn of the event loop together (in order)."""
         if self.status != "pending":
             raise RuntimeError("an Execution runs once")
         # An open plan's approval is checked when it is sealed; hashing a big plan costs, so
@@ -294,9 +286,8 @@ class Execution:
             try:
                 self._dispatch()
                 while True:
-                    if self._events:
-                        batch, self._events = self._events, deque()
-                        yield batch
+                    while self._events:
+                        yield self._events.popleft()
                     if self.scheduler.finished and not self._tasks and not self._flush_pending:
                         break
                     self._wakeup.clear()
@@ -316,8 +307,8 @@ class Execution:
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 if self._ckpt is not None:
                     self._ckpt.release()
-        if self._events:
-            yield self._events
+        while self._events:
+            yield self._events.popleft()
 
     async def _open_checkpoint(self) -> None:
         """Create or take over the run in the store; while another runner holds its lease,

@@ -573,7 +573,9 @@ class PlainCall:
             return self.failed(exc)
         tally = self._tally
         self._loop.settle(self._step, tally, self._began)
-        return Outcome(S.SUCCEEDED, output, attempts=1, args=self._args, history=tally.history)
+        return Outcome(
+            S.SUCCEEDED, output, attempts=tally.attempts, args=self._args, history=tally.history
+        )
 
     def failed(self, exc: Exception) -> Outcome:
         """The call raised ``exc``: recorded, classified (retryable or not)."""
