@@ -81,10 +81,11 @@ def _cell(m: dict[str, Any] | None) -> str:
     return f"{m['ratio']:.3f}" + ("" if m["inputs_ok"] else "!")
 
 
-def run_dags(runners: dict[str, engines.Runner], quick: bool, repeats: int) -> list[dict]:
-    target = QUICK_TARGET_CP_S if quick else TARGET_CP_S
+def run_dags(
+    runners: dict[str, engines.Runner], dag_list: list[dags.DAG], target: float, repeats: int
+) -> list[dict]:
     rows = []
-    for dag in dag_set(quick):
+    for dag in dag_list:
         cp, work = dags.critical_path(dag), dags.total_work(dag)
         scale = target / cp
         row = {
@@ -117,15 +118,9 @@ def sweep(runners: dict[str, engines.Runner], repeats: int) -> list[dict]:
     ]
 
 
-def floor_dag(quick: bool) -> str:
-    return next(d["name"] for d in dag_set(quick) if d["name"].startswith("chain-"))
-
-
-def sleep_floor(quick: bool, repeats: int) -> dict[str, float]:
-    """Makespan / critical path of the chain DAG slept through with no engine, per way of
+def sleep_floor(dag: dags.DAG, target: float, repeats: int) -> dict[str, float]:
+    """Makespan / critical path of a chain DAG slept through with no engine, per way of
     sleeping: the floor every engine's figure for that DAG stands on."""
-    dag = next(d for d in dag_set(quick) if d["name"] == floor_dag(quick))
-    target = QUICK_TARGET_CP_S if quick else TARGET_CP_S
     durations = [s["duration_s"] * target / dags.critical_path(dag) for s in dag["steps"]]
 
     async def in_loop(sleep: Callable[[float], Awaitable[None]]) -> float:
@@ -160,8 +155,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     repeats = args.repeats or (1 if args.quick else 5)
     runners, skipped = available_engines(args.engines.split(","))
     print(f"scheduling: makespan / critical path, median of {repeats}")
-    floor = sleep_floor(args.quick, repeats)
-    rows = run_dags(runners, args.quick, repeats)
+    target = QUICK_TARGET_CP_S if args.quick else TARGET_CP_S
+    dag_list = dag_set(args.quick)
+    chain = next(d for d in dag_list if d["name"].startswith("chain-"))
+    floor = sleep_floor(chain, target, repeats)
+    rows = run_dags(runners, dag_list, target, repeats)
     sweep_rows = [] if args.quick else sweep(runners, max(1, repeats - 2))
 
     names = list(runners)
@@ -180,11 +178,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for s in sweep_rows
         ]
         print(table(["critical path", *names], sweep_body))
-    print(f"\nfloor: {floor_dag(args.quick)} slept step after step, no engine (makespan / CP)")
+    print(f"\nfloor: {chain['name']} slept step after step, no engine (makespan / CP)")
     print(table(["way of sleeping", "ratio"], [[k, f"{v:.3f}"] for k, v in floor.items()]))
     payload = {
         "floor": floor,
-        "target_cp_s": QUICK_TARGET_CP_S if args.quick else TARGET_CP_S,
+        "floor_dag": chain["name"],
+        "target_cp_s": target,
         "repeats": repeats,
         "skipped": skipped,
         "dags": rows,

@@ -3,10 +3,10 @@
 ``asyncio.sleep`` is the wrong stand-in for a tool's work here: the event loop waits in
 ``epoll_wait``, whose timeout has millisecond resolution and is rounded up (twice, in CPython's
 selectors module and again in ``select.epoll.poll``), so each sleep overshoots by about 1 ms on
-average on this machine (measured in ``docs/benchmarks.md``). A chain of 37 sleeps lasting 1 s in
-all then takes 1.037 s with no engine at all, which hides every engine's own cost. A real tool's
-work ends with I/O completing — a socket becomes readable and ``epoll_wait`` returns at once —
-and :func:`sleep` simulates exactly that: a timer thread waits (with the µs resolution of a lock
+average on this machine. A chain of 37 sleeps lasting 1 s in all then takes about 1.04 s with no
+engine at all (``bench.scheduling`` prints this floor), which hides every engine's own cost. A real
+tool's work ends with I/O completing — a socket becomes readable and ``epoll_wait`` returns at once
+— and :func:`sleep` simulates exactly that: a timer thread waits (with the µs resolution of a lock
 timeout) until the deadline, then wakes the event loop through ``call_soon_threadsafe`` (its
 self-pipe). Every asyncio engine in ``bench/`` sleeps this way; Dask's worker threads call
 ``time.sleep``, which is precise already. Zero-duration steps (the overhead benchmark) keep

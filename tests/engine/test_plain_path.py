@@ -110,6 +110,9 @@ async def _run(plan: dict[str, Any], **kw: Any) -> dict[str, Any]:
 async def test_the_plain_path_records_exactly_what_the_attempt_loop_records(
     args: dict[str, Any], tool: str
 ) -> None:
+    # The comparison means something only if the two runs took different paths.
+    assert _decides({}) is True
+    assert _decides({"timeout": 3600}) is False
     plain = await _run(_plan(args, slow_path=False, tool=tool))
     full = await _run(_plan(args, slow_path=True, tool=tool))
     assert plain == full
@@ -185,6 +188,13 @@ def _decides(step: dict[str, Any], **runner_kw: Any) -> bool:
         pytest.param({"fallback": {"value": 0}}, {}, False, id="fallback"),
         pytest.param({"for_each": "${src.xs}", "args": {"n": "${item}"}}, {}, False, id="for-each"),
         pytest.param({"resource": "api"}, {}, False, id="resource"),
+        pytest.param(
+            {"repeat": {"until": {"op": "exists", "path": "${self}"}, "max_iterations": 2}},
+            {},
+            False,
+            id="repeat",
+        ),
+        pytest.param({"timeout": None, "retry": None}, {}, True, id="policy-fields-set-to-null"),
         pytest.param(
             {},
             {"policy": RunPolicy(default_retry=RetryPolicy(max_attempts=2))},

@@ -29,7 +29,6 @@ from planrail.engine.scheduler import Node, Scheduler, Skip
 from planrail.engine.step_runner import (
     ActionHandler,
     Outcome,
-    PlainCall,
     StepRunner,
     ToolAction,
     error_info,
@@ -478,16 +477,7 @@ class Execution:
     async def _run_step(self, step: Step) -> None:
         assert self._runner is not None
         try:
-            started = self._runner.start(step, self.outputs, self._context(step))
-            if isinstance(started, PlainCall):  # most steps: the tool's call is awaited right here
-                try:
-                    value = await started.awaitable
-                except Exception as exc:
-                    outcome = started.failed(exc)
-                else:
-                    outcome = started.succeeded(value)
-            else:
-                outcome = await started
+            outcome = await self._runner.run(step, self.outputs, self._context(step))
         except asyncio.CancelledError:
             self._tasks.pop(step.id, None)
             if not self._aborted:

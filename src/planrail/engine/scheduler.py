@@ -41,6 +41,10 @@ for an operator, who may declare it succeeded or failed, or retry it (back to ``
 
 _DONE = frozenset({S.SUCCEEDED, S.FAILED, S.SKIPPED, S.CANCELLED})
 _ACTIVE = frozenset({READY, S.RUNNING})
+_ACTIVE_CHANGE = {
+    (old, new): (new in _ACTIVE) - (old in _ACTIVE) for old, moves in LEGAL.items() for new in moves
+}
+"""Every legal move, and how it changes the count of ready-or-running steps."""
 
 
 class IllegalTransition(RuntimeError):
@@ -174,21 +178,11 @@ class Scheduler:
     # ------------------------------------------------------------------ events
 
     def start(self, step: str) -> None:
-        entry = self._entries[step]
-        if entry.state is not READY:  # the only legal way in (a fast _move)
-            self._move(step, S.RUNNING)
-        entry.state = S.RUNNING
+        self._move(step, S.RUNNING)
 
     def succeeded(self, step: str) -> list[Skip]:
         """Record success; dependents whose join rule is now met become ready."""
-        entry = self._entries[step]
-        if entry.state is not S.RUNNING:  # the usual move, without the table lookup
-            return self._finish(step, S.SUCCEEDED)
-        entry.state = S.SUCCEEDED
-        self._active -= 1
-        skips: list[Skip] = []
-        self._propagate(step, skips)
-        return skips
+        return self._finish(step, S.SUCCEEDED)
 
     def restored(self, step: str) -> list[Skip]:
         """A step whose success was recorded in an earlier run (resume): not run again."""
@@ -236,10 +230,11 @@ class Scheduler:
     def _move(self, step: str, new: str) -> None:
         entry = self._entries[step]
         old = entry.state
-        if new not in LEGAL[old]:
+        change = _ACTIVE_CHANGE.get((old, new))
+        if change is None:
             raise IllegalTransition(f"step {step!r}: {old} -> {new} is not allowed")
         entry.state = new
-        self._active += (new in _ACTIVE) - (old in _ACTIVE)
+        self._active += change
 
     def _make_ready(self, step: str) -> None:
         self._entries[step].state = READY

@@ -64,7 +64,6 @@ __all__ = [
     "ConditionAction",
     "Outcome",
     "OutputError",
-    "PlainCall",
     "StepRunner",
     "ToolAction",
     "error_info",
@@ -173,21 +172,6 @@ class StepRunner:
         A false ``when`` guard gives ``skipped`` with reason ``condition false``; a run deadline
         that has passed gives a ``fatal`` failure (the executor stops the run).
         """
-        started = self.start(step, outputs, context, priority=priority)
-        return started.outcome() if isinstance(started, PlainCall) else started
-
-    def start(
-        self,
-        step: Step,
-        outputs: Mapping[str, Any],
-        context: Callable[[int], StepContext],
-        *,
-        priority: float | None = None,
-    ) -> Awaitable[Outcome] | PlainCall:
-        """Like :meth:`run`, except that a plain step (no policy around its one tool call; most
-        steps) comes back as its :class:`PlainCall`, already started: the caller awaits the
-        call itself, which saves a coroutine per step. Raises what ``before_attempt`` raises.
-        """
         handler = self.handlers.get(step.action)
         if handler is None:
             hint = " (pass an llm= client)" if step.action == "llm_call" else ""
@@ -212,19 +196,11 @@ class StepRunner:
             late = self.loop.deadline_error(step.id)
             return _now(Outcome(S.FAILED, error=error_info(late), reason=late.message, fatal=True))
         tool = self._plain_tool(step, handler)
-        if tool is None:
-            prio = self.priorities.get(step.id, 0.0) if priority is None else priority
-            return self._with_policies(_Job(step, handler, outputs, context(1), prio))
-        assert isinstance(handler, ToolAction)
-        tally = Tally()
-        try:
-            args = self._fill(step, "args", step.args)(outputs)
-        except (ReferenceResolutionError, ValueError) as exc:
-            return _now(outcome_of(Result(False, exc=exc), tally))
-        hooked = self.loop.enter(step, args, tally)
-        if hooked is not None and inspect.isawaitable(hooked):
-            return self._plain_after(hooked, step, tool, handler, args, tally, context)
-        return self._call(step, tool, handler, args, tally, context)
+        if tool is not None:
+            assert isinstance(handler, ToolAction)
+            return self._plain(step, tool, handler, outputs, context)
+        prio = self.priorities.get(step.id, 0.0) if priority is None else priority
+        return self._with_policies(_Job(step, handler, outputs, context(1), prio))
 
     async def _with_policies(self, job: _Job) -> Outcome:
         if job.step.for_each is not None:
@@ -234,57 +210,45 @@ class StepRunner:
 
     # ------------------------------------------------------------------ the plain step
 
-    def _call(
+    async def _plain(
         self,
         step: Step,
         tool: Tool,
         action: ToolAction,
-        args: Any,
-        tally: Tally,
-        context: Callable[[int], StepContext],
-    ) -> Awaitable[Outcome] | PlainCall:
-        """Start the one call of a plain step: what :meth:`_unit` does for it, minus the
-        policies (the attempt is counted and ``before_attempt`` has run)."""
-        call = PlainCall(self.loop, step, tool, args, tally, self.clock.monotonic())
-        try:
-            call.awaitable = action.start(
-                tool, copy_json(args), context(1) if tool.context_param is not None else None
-            )
-        except Exception as exc:  # the arguments do not fit the tool
-            return _now(call.failed(exc))
-        return call
-
-    async def _plain_after(
-        self,
-        hooked: Awaitable[None],
-        step: Step,
-        tool: Tool,
-        action: ToolAction,
-        args: Any,
-        tally: Tally,
+        outputs: Mapping[str, Any],
         context: Callable[[int], StepContext],
     ) -> Outcome:
-        """A plain step whose ``before_attempt`` hook must be awaited first (a security check)."""
-        await hooked
-        started = self._call(step, tool, action, args, tally, context)
-        return await (started.outcome() if isinstance(started, PlainCall) else started)
+        """One call of the step's tool: what :meth:`_unit` does for it, minus the policies."""
+        tally = Tally()
+        try:
+            args = self._fill(step, "args", step.args)(outputs)
+        except (ReferenceResolutionError, ValueError) as exc:
+            return outcome_of(Result(False, exc=exc), tally)
+        loop = self.loop
+        hooked = loop.enter(step, args, tally)
+        if hooked is not None and inspect.isawaitable(hooked):
+            await hooked
+        began = self.clock.monotonic()
+        ctx = context(1) if tool.context_param is not None else None
+        try:
+            output = action.finish(tool, await action.start(tool, copy_json(args), ctx))
+        except Exception as exc:
+            return outcome_of(loop.settle_failed(step, args, tally, began, exc), tally)
+        loop.settle(step, tally, began)
+        return Outcome(
+            S.SUCCEEDED, output, attempts=tally.attempts, args=args, history=tally.history
+        )
 
     def _plain_tool(self, step: Step, handler: ActionHandler) -> Tool | None:
         """The tool of a step with no policy around its one call (most steps), else None.
 
-        Such a step runs as a :class:`PlainCall`. What depends on the tool alone is
+        Such a step takes the short path of :meth:`_plain`. What depends on the tool alone is
         decided once per tool.
         """
         if type(handler) is not ToolAction or self.loop.deadline is not None:
             return None
-        if not _POLICY_FIELDS.isdisjoint(step.model_fields_set) and (
-            step.for_each is not None
-            or step.repeat is not None
-            or step.fallback is not None
-            or step.timeout is not None
-            or step.total_timeout is not None
-            or step.retry is not None
-            or step.resource is not None
+        if not _POLICY_FIELDS.isdisjoint(step.model_fields_set) and any(
+            getattr(step, f) is not None for f in _POLICY_FIELDS
         ):
             return None
         name = step.tool or ""
@@ -544,51 +508,6 @@ class StepRunner:
         except* _ItemFailed:
             pass
         return fan_in(results, tallies)
-
-
-class PlainCall:
-    """The started tool call of a plain step: await :attr:`awaitable`, then pass its value to
-    :meth:`succeeded` (or what it raised to :meth:`failed`) for the step's :class:`Outcome`."""
-
-    __slots__ = ("_args", "_began", "_loop", "_step", "_tally", "_tool", "awaitable")
-
-    awaitable: Awaitable[Any]
-    """The tool's call (set by the runner once started)."""
-
-    def __init__(
-        self, loop: AttemptLoop, step: Step, tool: Tool, args: Any, tally: Tally, began: float
-    ) -> None:
-        self._loop = loop
-        self._step = step
-        self._tool = tool
-        self._args = args
-        self._tally = tally
-        self._began = began
-
-    def succeeded(self, value: Any) -> Outcome:
-        """The call returned ``value``: checked against the tool's output type, recorded."""
-        try:
-            output = ToolAction.finish(self._tool, value)
-        except Exception as exc:
-            return self.failed(exc)
-        tally = self._tally
-        self._loop.settle(self._step, tally, self._began)
-        return Outcome(
-            S.SUCCEEDED, output, attempts=tally.attempts, args=self._args, history=tally.history
-        )
-
-    def failed(self, exc: Exception) -> Outcome:
-        """The call raised ``exc``: recorded, classified (retryable or not)."""
-        res = self._loop.settle_failed(self._step, self._args, self._tally, self._began, exc)
-        return outcome_of(res, self._tally)
-
-    async def outcome(self) -> Outcome:
-        """Await the call and return the outcome."""
-        try:
-            value = await self.awaitable
-        except Exception as exc:
-            return self.failed(exc)
-        return self.succeeded(value)
 
 
 _POLICY_FIELDS = frozenset(

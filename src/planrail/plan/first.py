@@ -112,15 +112,9 @@ def has_first(value: Any) -> bool:
         if type(v) is dict:
             if FIRST in v:
                 return True
-            inner: Any = v.values()
+            stack.extend(v.values())
         elif type(v) is list:
-            inner = v
-        else:
-            continue
-        for x in inner:
-            kind = type(x)
-            if kind is dict or kind is list:
-                stack.append(x)
+            stack.extend(v)
     return False
 
 

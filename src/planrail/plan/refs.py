@@ -503,7 +503,7 @@ _CONTAINERS = frozenset((dict, list))
 
 def _copy_iter(value: Any, on_string: Callable[[str], Any] | None) -> Any:
     """The explicit-stack copy: any depth, and the ``on_string`` rewrite."""
-    containers = (dict, list) if on_string is None else (dict, list, tuple)
+    containers = _CONTAINERS if on_string is None else _WITH_TUPLES
     root: Any = {} if type(value) is dict else []
     stack: list[tuple[Any, Any]] = [(value, root)]
     while stack:

@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from planrail.errors import StoreError
 from planrail.store._sql import SQLStoreBase, Statements, schema_v1
-from planrail.store.base import (
-    check_lease_args,
-)
+from planrail.store.base import check_lease_args
 
 if TYPE_CHECKING:
     import psycopg

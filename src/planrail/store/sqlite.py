@@ -14,9 +14,7 @@ from typing import Any
 
 from planrail.errors import StoreCorruptError, StoreError
 from planrail.store._sql import SQLStoreBase, Statements, schema_v1
-from planrail.store.base import (
-    check_lease_args,
-)
+from planrail.store.base import check_lease_args
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
