@@ -4,10 +4,13 @@ import planrail
 
 EXPECTED = {
     "ApprovalRefusedError",
+    "ArgumentError",
     "Event",
     "EventType",
     "Execution",
     "Issue",
+    "LocalRunner",
+    "OutputError",
     "Plan",
     "PlanError",
     "PlanLimits",
@@ -29,7 +32,9 @@ EXPECTED = {
     "StoreError",
     "Tool",
     "ToolError",
+    "ToolProtocol",
     "ToolRegistry",
+    "ToolRunner",
     "ToolSpec",
     "ValidationReport",
     "__version__",

@@ -7,8 +7,11 @@ from planrail.engine.api import arun, prepare, run
 from planrail.engine.events import Event, EventType
 from planrail.engine.executor import Execution
 from planrail.engine.result import RunResult, StepResult
+from planrail.engine.runners import LocalRunner
 from planrail.errors import (
     ApprovalRefusedError,
+    ArgumentError,
+    OutputError,
     PlanError,
     PlanLoadError,
     PlanrailError,
@@ -22,7 +25,15 @@ from planrail.plan.catalog import load_catalog, load_tools
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Secret
-from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec, tool
+from planrail.plan.tools import (
+    StepContext,
+    Tool,
+    ToolProtocol,
+    ToolRegistry,
+    ToolRunner,
+    ToolSpec,
+    tool,
+)
 from planrail.plan.validate import Issue, ValidationReport, load_plan, validate
 from planrail.policies.limits import ResourceLimit, RunPolicy
 from planrail.policies.retry import RetryPolicy
@@ -34,10 +45,13 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ApprovalRefusedError",
+    "ArgumentError",
     "Event",
     "EventType",
     "Execution",
     "Issue",
+    "LocalRunner",
+    "OutputError",
     "Plan",
     "PlanError",
     "PlanLimits",
@@ -59,7 +73,9 @@ __all__ = [
     "StoreError",
     "Tool",
     "ToolError",
+    "ToolProtocol",
     "ToolRegistry",
+    "ToolRunner",
     "ToolSpec",
     "ValidationReport",
     "__version__",

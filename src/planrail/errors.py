@@ -12,6 +12,8 @@
     │   ├── ToolLoadError              a ``--tools`` module or ``--catalog`` file failed to load
     │   └── UnknownToolError           a step names a tool no registry holds
     ├── ReferenceResolutionError       ``${step.a.b}`` points at nothing in the real output
+    ├── ArgumentError                  resolved arguments do not fit the tool's input schema
+    ├── OutputError                    a tool's output does not fit its type, or is not JSON
     ├── ExecutionError                 raised around a run (not by tools)
     │   ├── StepFailedError            a step failed for good (``.step_id``, ``.attempt``)
     │   ├── RunCancelledError          the run was cancelled
@@ -43,7 +45,9 @@ from typing import Any
 
 __all__ = [
     "ApprovalRefusedError",
+    "ArgumentError",
     "ExecutionError",
+    "OutputError",
     "PlanError",
     "PlanLoadError",
     "PlanValidationError",
@@ -141,6 +145,18 @@ class ReferenceResolutionError(PlanrailError):
     """A reference could not be resolved against the real outputs. Never becomes ``None``."""
 
     code = "unresolved_reference"
+
+
+class ArgumentError(PlanrailError):
+    """The resolved arguments do not fit the tool's input schema."""
+
+    code = "invalid_arguments"
+
+
+class OutputError(PlanrailError):
+    """The tool returned something that does not fit its declared output type."""
+
+    code = "invalid_output"
 
 
 class ExecutionError(PlanrailError):

@@ -14,6 +14,7 @@ import pytest
 import planrail
 from planrail.engine.api import prepare
 from planrail.engine.events import Event
+from planrail.engine.runners import LocalRunner
 from planrail.engine.step_runner import StepRunner, ToolAction
 from planrail.plan.model import Step
 from planrail.plan.tools import StepContext, ToolRegistry
@@ -145,7 +146,7 @@ async def test_the_before_attempt_hook_sees_plain_steps_too() -> None:
         seen.append((step.id, item, attempt, args))
 
     registry = ToolRegistry.of([flaky])
-    runner = StepRunner({"tool_call": ToolAction(registry, None)}, before_attempt=hook)
+    runner = StepRunner({"tool_call": ToolAction(registry, LocalRunner())}, before_attempt=hook)
     step = Step.model_validate({"id": "a", "tool": "flaky", "args": {"n": "${src.n}"}})
 
     def context(attempt: int) -> StepContext:
@@ -173,7 +174,7 @@ async def bounded(n: int) -> int:
 
 def _decides(step: dict[str, Any], **runner_kw: Any) -> bool:
     registry = ToolRegistry.of([flaky, metered, retried, bounded])
-    runner = StepRunner({"tool_call": ToolAction(registry, None)}, **runner_kw)
+    runner = StepRunner({"tool_call": ToolAction(registry, LocalRunner())}, **runner_kw)
     model = Step.model_validate({"id": "a", "tool": "flaky", "args": {"n": 1}, **step})
     return runner._plain_tool(model, runner.handlers["tool_call"]) is not None
 

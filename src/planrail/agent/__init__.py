@@ -30,7 +30,7 @@ from planrail.agent.approval import (
 from planrail.agent.llm_step import LLMStepHandler, step_messages
 from planrail.agent.result import AGENT_STATUSES, AgentResult, TraceEvent
 from planrail.llm.base import LLM
-from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
+from planrail.plan.tools import AnyTool, ToolRegistry
 
 __all__ = [
     "AGENT_STATUSES",
@@ -54,7 +54,7 @@ __all__ = [
 
 async def arun_goal(
     goal: str,
-    tools: ToolRegistry | Iterable[Tool | ToolSpec],
+    tools: ToolRegistry | Iterable[AnyTool],
     *,
     llm: LLM | None = None,
     model: str | None = None,
@@ -74,8 +74,6 @@ async def arun_goal(
     return await Agent(llm, tools, **options).run(goal)
 
 
-def run_goal(
-    goal: str, tools: ToolRegistry | Iterable[Tool | ToolSpec], **options: Any
-) -> AgentResult:
+def run_goal(goal: str, tools: ToolRegistry | Iterable[AnyTool], **options: Any) -> AgentResult:
     """The synchronous form of :func:`arun_goal` (runs its own event loop)."""
     return asyncio.run(arun_goal(goal, tools, **options))

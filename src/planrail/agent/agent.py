@@ -29,7 +29,7 @@ from planrail.llm.base import LLM
 from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable
 from planrail.llm.errors import BudgetExceededError, LLMError
 from planrail.plan.model import Plan
-from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
+from planrail.plan.tools import AnyTool, ToolRegistry
 from planrail.planner.planner import Planner, PlanningError
 from planrail.planner.retry import LLMRetry
 from planrail.types import Clock, Observer, StepStatus
@@ -64,7 +64,7 @@ class Agent:
     def __init__(
         self,
         llm: LLM,
-        tools: ToolRegistry | Iterable[Tool | ToolSpec],
+        tools: ToolRegistry | Iterable[AnyTool],
         *,
         approval: ApprovalCallback | None = None,
         approval_policy: ApprovalPolicy = side_effecting_steps,

@@ -7,20 +7,14 @@ limits and fallbacks are wrapped around it by :class:`~planrail.engine.step_runn
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
-import pydantic
-import pydantic_core
-
-from planrail.errors import PlanrailError
+from planrail.errors import ArgumentError, OutputError
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
-from planrail.plan.tools import StepContext, Tool, ToolRegistry
+from planrail.plan.tools import StepContext, Tool, ToolProtocol, ToolRegistry, ToolRunner
 
 __all__ = [
     "ActionHandler",
@@ -56,62 +50,37 @@ class ActionHandler(Protocol):
     async def __call__(self, call: Call) -> Any: ...
 
 
-class ArgumentError(PlanrailError):
-    """The resolved arguments do not fit the tool's input schema."""
-
-    code = "invalid_arguments"
-
-
-class OutputError(PlanrailError):
-    """The tool returned something that does not fit its declared output type."""
-
-    code = "invalid_output"
-
-
 class ToolAction:
-    """``tool_call``: validate the arguments against the tool's input schema and call it.
+    """``tool_call``: call the step's tool through the tool seam.
 
-    Sync tools run in ``pool`` (a thread each); async tools run on the event loop.
+    A Python :class:`~planrail.plan.tools.Tool` is validated here and its function runs on
+    ``runner`` (the tool-runner seam); any other :class:`~planrail.plan.tools.ToolProtocol`
+    implementation is invoked as it is (it checks its own arguments).
     """
 
-    def __init__(self, registry: ToolRegistry, pool: Executor | None) -> None:
+    def __init__(self, registry: ToolRegistry, runner: ToolRunner) -> None:
         self.registry = registry
-        self.pool = pool
+        self.runner = runner
 
     async def __call__(self, call: Call) -> Any:
         return await self.call_tool(
             self.registry.executable(call.step.tool or ""), call.args, call.ctx
         )
 
-    async def call_tool(self, tool: Tool, args: Any, ctx: StepContext | None) -> Any:
+    async def call_tool(self, tool: ToolProtocol, args: Any, ctx: StepContext) -> Any:
         """Validate ``args``, call ``tool``, return its output as plain JSON data."""
-        return self.finish(tool, await self.start(tool, args, ctx))
+        if isinstance(tool, Tool):
+            return tool.output(await self.start(tool, args, ctx))
+        return await tool.invoke(args, ctx)
 
     def start(self, tool: Tool, args: Any, ctx: StepContext | None) -> Awaitable[Any]:
         """Validate ``args`` (:class:`ArgumentError`) and start the call: its awaitable."""
-        try:
-            kwargs = tool.validate_args(args)
-        except pydantic.ValidationError as exc:
-            raise ArgumentError(
-                f"arguments for tool '{tool.name}' do not fit its input schema: {_brief(exc)}"
-            ) from exc
-        if tool.context_param is not None:
-            kwargs[tool.context_param] = ctx
-        if tool.is_async:
-            return cast(Awaitable[Any], tool.fn(**kwargs))
-        loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self.pool, functools.partial(tool.fn, **kwargs))
+        return self.runner.call(tool, tool.call_kwargs(args, ctx))
 
     @staticmethod
     def finish(tool: Tool, value: Any) -> Any:
         """The tool's return value as plain JSON data (:class:`OutputError` if it does not fit)."""
-        try:
-            return tool.dump_output(value)
-        except (pydantic.ValidationError, pydantic_core.PydanticSerializationError) as exc:
-            raise OutputError(
-                f"tool '{tool.name}' returned a value that does not fit its return type: "
-                f"{_brief(exc)}"
-            ) from exc
+        return tool.output(value)
 
 
 class ConditionAction:
@@ -126,13 +95,3 @@ class ConditionAction:
         if cached is None or cached[0] is not step.condition:
             cached = self._compiled[step.id] = (step.condition, compile_predicate(step.condition))
         return cached[1].evaluate(call.outputs)
-
-
-def _brief(exc: Exception) -> str:
-    if isinstance(exc, pydantic.ValidationError):
-        parts = []
-        for err in exc.errors(include_url=False)[:5]:
-            loc = ".".join(str(p) for p in err["loc"]) or "(input)"
-            parts.append(f"{loc}: {err['msg']}")
-        return "; ".join(parts)
-    return str(exc)

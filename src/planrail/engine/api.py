@@ -13,7 +13,7 @@ from planrail.engine.executor import Execution, FailureMode
 from planrail.engine.result import RunResult
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
-from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
+from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
 from planrail.plan.validate import validate
 from planrail.policies.limits import RunPolicy
 from planrail.types import Clock, Observer
@@ -21,7 +21,7 @@ from planrail.types import Clock, Observer
 __all__ = ["arun", "prepare", "run"]
 
 PlanInput = Plan | Mapping[str, Any] | str | Path
-ToolsInput = ToolRegistry | Iterable[Tool | ToolSpec] | None
+ToolsInput = ToolRegistry | Iterable[AnyTool] | None
 
 
 def prepare(
@@ -35,6 +35,7 @@ def prepare(
     observers: Iterable[Observer] = (),
     limits: PlanLimits | None = None,
     policy: RunPolicy | None = None,
+    tool_runner: ToolRunner | None = None,
 ) -> Execution:
     """Validate ``plan`` against ``tools`` and return an :class:`Execution` ready to run.
 
@@ -55,6 +56,7 @@ def prepare(
             clock=clock,
             observers=observers,
             policy=policy,
+            tool_runner=tool_runner,
         )
 
 

@@ -17,7 +17,6 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from planrail._memory import long_lived
@@ -25,6 +24,7 @@ from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.checkpoint import Checkpointer, RunBusyError
 from planrail.engine.events import Event, EventType
 from planrail.engine.result import RunResult, StepResult
+from planrail.engine.runners import LocalRunner
 from planrail.engine.scheduler import Node, Scheduler, Skip
 from planrail.engine.step_runner import (
     ActionHandler,
@@ -39,7 +39,7 @@ from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance
 from planrail.plan.refs import resolve_value
 from planrail.plan.secrets import Redactor
-from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
+from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRunner
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import (
     ApproveCall,
@@ -76,7 +76,7 @@ class Execution:
     def __init__(
         self,
         plan: Plan,
-        tools: ToolRegistry | Iterable[Tool | ToolSpec],
+        tools: ToolRegistry | Iterable[AnyTool],
         *,
         run_id: str | None = None,
         max_concurrency: int | None = None,
@@ -93,6 +93,7 @@ class Execution:
         security: SecurityPolicy | None = None,
         approve_call: ApproveCall | None = None,
         restored: Mapping[str, StepResult] | None = None,
+        tool_runner: ToolRunner | None = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -129,7 +130,9 @@ class Execution:
         self._events: deque[Event] = deque()
         self._wakeup: asyncio.Event | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        self._own_runner = tool_runner is None
+        self.tool_runner: ToolRunner = tool_runner or LocalRunner(max_concurrency or 64)
+        """Where the functions of Python tools run (the tool-runner seam)."""
         self._runner: StepRunner | None = None
         self._aborted = False
         self._abort_reason = "the run was cancelled"
@@ -225,6 +228,15 @@ class Execution:
         if self.status == "running":
             self._dispatch()
 
+    def _python_tools(self) -> list[Tool]:
+        """The Python tools this plan calls (primary and fallback), for the runner to prepare;
+        every Python tool for an open plan, whose later steps are not known yet."""
+        if not self._sealed:
+            return self.registry.python_tools()
+        names = {s.tool for s in self._steps.values() if s.tool}
+        names |= {s.fallback.tool for s in self._steps.values() if s.fallback and s.fallback.tool}
+        return [t for t in self.registry.python_tools() if t.name in names]
+
     def _changes_world(self, step: Step) -> bool:
         if step.action != "tool_call":
             return False
@@ -257,11 +269,9 @@ class Execution:
         if self.store is not None:
             await self._open_checkpoint()
         self._wakeup = asyncio.Event()
-        self._pool = ThreadPoolExecutor(
-            max_workers=self.max_concurrency or 64, thread_name_prefix="planrail-tool"
-        )
+        await self.tool_runner.prepare(self._python_tools())
         self._runner = StepRunner(
-            {"tool_call": ToolAction(self.registry, self._pool), **self._extra_handlers},
+            {"tool_call": ToolAction(self.registry, self.tool_runner), **self._extra_handlers},
             goal=self.plan.goal,
             before_attempt=self._before_attempt,
             clock=self.clock,
@@ -303,7 +313,8 @@ class Execution:
             finally:
                 if heartbeat is not None:
                     heartbeat.cancel()
-                self._pool.shutdown(wait=False, cancel_futures=True)
+                if self._own_runner:
+                    await self.tool_runner.aclose()
                 if self._ckpt is not None:
                     self._ckpt.release()
         while self._events:

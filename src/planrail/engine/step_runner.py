@@ -245,7 +245,8 @@ class StepRunner:
         Such a step takes the short path of :meth:`_plain`. What depends on the tool alone is
         decided once per tool.
         """
-        if type(handler) is not ToolAction or self.loop.deadline is not None:
+        # Any ToolAction (a subclass too) keeps the short path; only Python tools take it.
+        if not isinstance(handler, ToolAction) or self.loop.deadline is not None:
             return None
         if not _POLICY_FIELDS.isdisjoint(step.model_fields_set) and any(
             getattr(step, f) is not None for f in _POLICY_FIELDS
@@ -256,12 +257,12 @@ class StepRunner:
         if tool is _UNSET:
             found = handler.registry.find(name)
             plain = (
-                found is not None
+                isinstance(found, Tool)
                 and found.spec.timeout is None
                 and not self.gate.limited(found.spec.resource)
                 and self._retry(step, found.spec).max_attempts == 1
             )
-            tool = self._plain_tools[name] = found if plain else None
+            tool = self._plain_tools[name] = found if plain and isinstance(found, Tool) else None
         return cast(Tool | None, tool)
 
     # ------------------------------------------------------------------ one unit of work

@@ -33,7 +33,7 @@ from planrail.plan.refs import (
     json_path,
     parse_template,
 )
-from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
+from planrail.plan.tools import AnyTool, ToolRegistry
 from planrail.plan.validate import ValidationReport, validate
 
 __all__ = ["RepairResult", "repair"]
@@ -62,7 +62,7 @@ class RepairResult:
 
 def repair(
     source: str | bytes | Path | Mapping[str, Any] | Plan,
-    tools: ToolRegistry | Iterable[Tool | ToolSpec] | None = None,
+    tools: ToolRegistry | Iterable[AnyTool] | None = None,
     *,
     limits: PlanLimits | None = None,
 ) -> RepairResult:

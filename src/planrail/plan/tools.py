@@ -1,24 +1,37 @@
-"""Tools: ``@planrail.tool``, what a tool declares about itself, and the registry.
+"""Tools: ``@planrail.tool``, what a tool declares about itself, the tool seam and the registry.
 
 A tool's input schema comes from its signature and its output schema from its return
 annotation, both through Pydantic. A parameter annotated :class:`StepContext` receives the
 step's context and is not part of the input schema.
+
+Two seams meet here (``docs/architecture.md``):
+
+- the **tool protocol** (:class:`ToolProtocol`): anything with a :class:`ToolSpec` and an async
+  ``invoke(args, ctx)`` is a tool. Decorated Python functions (:class:`Tool`) are one
+  implementation; MCP tools (``planrail.integrations.mcp``) another; a bare :class:`ToolSpec`
+  serves validation only.
+- the **tool runner** (:class:`ToolRunner`): *where* a Python tool's function runs. The
+  executor is given one (default: the event loop for async tools, a thread pool for sync ones,
+  :class:`planrail.engine.runners.LocalRunner`); Ray is another
+  (``planrail.backends.ray.RayRunner``). Every call of a :class:`Tool` goes through it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 import sys
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 import pydantic
 import pydantic_core
 import typing_extensions
 
-from planrail.errors import ToolDefinitionError, UnknownToolError
+from planrail.errors import ArgumentError, OutputError, ToolDefinitionError, UnknownToolError
 from planrail.plan.secrets import is_secret_type
 
 __all__ = [
@@ -26,7 +39,9 @@ __all__ = [
     "SideEffects",
     "StepContext",
     "Tool",
+    "ToolProtocol",
     "ToolRegistry",
+    "ToolRunner",
     "ToolSpec",
     "tool",
 ]
@@ -110,8 +125,50 @@ class ToolSpec:
         return entry
 
 
+@runtime_checkable
+class ToolProtocol(Protocol):
+    """The tool seam: what the executor needs of a tool it calls.
+
+    ``invoke`` performs *one attempt* and returns plain JSON data; it raises
+    :class:`~planrail.ArgumentError` for arguments that do not fit ``spec.input_schema``,
+    :class:`~planrail.OutputError` for an output that does not fit ``spec.output_schema``,
+    :class:`~planrail.RetryableError` for a transient failure, anything else for a permanent
+    one. Retries, timeouts (by cancelling the awaitable), limits and checkpoints are the
+    executor's, never the tool's.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    def invoke(self, args: Mapping[str, Any], ctx: StepContext) -> Awaitable[Any]: ...
+
+
+class ToolRunner(Protocol):
+    """The tool-runner seam: where the function of a Python :class:`Tool` runs.
+
+    ``call`` starts ``tool.fn(**kwargs)`` (arguments already validated, the step context
+    already among them) and returns an awaitable of its *raw* return value; cancelling the
+    awaitable must stop or abandon the call. ``prepare`` is awaited once per run before the
+    first step with the Python tools the plan uses (a runner refuses tools it cannot run there,
+    with :class:`~planrail.errors.ToolError`); ``aclose`` when the run is over.
+    """
+
+    async def prepare(self, tools: Sequence[Tool]) -> None: ...
+
+    def call(self, tool: Tool, kwargs: dict[str, Any]) -> Awaitable[Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
 class Tool:
-    """A Python function planrail can call as a step; still callable as the plain function."""
+    """A Python function planrail can call as a step; still callable as the plain function.
+
+    One implementation of :class:`ToolProtocol`: :meth:`invoke` validates, calls the function
+    through a :class:`ToolRunner` and converts the return value to plain JSON.
+    """
 
     def __init__(
         self,
@@ -156,6 +213,41 @@ class Tool:
             value = self._output_adapter.validate_python(value)
             return self._output_adapter.dump_python(value, mode="json")
         return pydantic_core.to_jsonable_python(value)
+
+    def call_kwargs(self, args: Mapping[str, Any], ctx: StepContext | None) -> dict[str, Any]:
+        """The keyword arguments to call the function with; :class:`ArgumentError` if ``args``
+        do not fit the input schema."""
+        try:
+            kwargs = self.validate_args(args)
+        except pydantic.ValidationError as exc:
+            raise ArgumentError(
+                f"arguments for tool '{self.name}' do not fit its input schema: {_brief(exc)}"
+            ) from exc
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        return kwargs
+
+    def output(self, value: Any) -> Any:
+        """The return value as plain JSON data; :class:`OutputError` if it does not fit."""
+        try:
+            return self.dump_output(value)
+        except (pydantic.ValidationError, pydantic_core.PydanticSerializationError) as exc:
+            raise OutputError(
+                f"tool '{self.name}' returned a value that does not fit its return type: "
+                f"{_brief(exc)}"
+            ) from exc
+
+    async def invoke(
+        self, args: Mapping[str, Any], ctx: StepContext, runner: ToolRunner | None = None
+    ) -> Any:
+        """One call (see :class:`ToolProtocol`): through ``runner``, or here (sync functions in
+        a worker thread) when none is given."""
+        kwargs = self.call_kwargs(args, ctx)
+        if runner is not None:
+            return self.output(await runner.call(self, kwargs))
+        if self.is_async:
+            return self.output(await self.fn(**kwargs))
+        return self.output(await asyncio.to_thread(functools.partial(self.fn, **kwargs)))
 
 
 @overload
@@ -364,30 +456,35 @@ def _camel(name: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in parts) or "Tool"
 
 
-class ToolRegistry:
-    """Tools by name: executable :class:`Tool` objects and catalog-only :class:`ToolSpec` s."""
+AnyTool = Tool | ToolSpec | ToolProtocol
+"""What a registry holds: callable tools (any :class:`ToolProtocol`) and catalog-only specs."""
 
-    def __init__(self, tools: Iterable[Tool | ToolSpec] = ()) -> None:
+
+class ToolRegistry:
+    """Tools by name: callable tools (:class:`Tool` and any other :class:`ToolProtocol`) and
+    catalog-only :class:`ToolSpec` s."""
+
+    def __init__(self, tools: Iterable[AnyTool] = ()) -> None:
         self._specs: dict[str, ToolSpec] = {}
-        self._tools: dict[str, Tool] = {}
+        self._tools: dict[str, ToolProtocol] = {}
         for t in tools:
             self.add(t)
 
     @classmethod
-    def of(cls, tools: ToolRegistry | Iterable[Tool | ToolSpec] | None) -> ToolRegistry:
+    def of(cls, tools: ToolRegistry | Iterable[AnyTool] | None) -> ToolRegistry:
         """A registry from a registry, an iterable of tools/specs, or nothing."""
         if isinstance(tools, ToolRegistry):
             return tools
         return cls(tools or ())
 
-    def add(self, t: Tool | ToolSpec) -> None:
+    def add(self, t: AnyTool) -> None:
         """Register a tool; a second tool of the same name replaces the first."""
-        if isinstance(t, Tool):
-            self._tools[t.name] = t
-            self._specs[t.name] = t.spec
-        elif isinstance(t, ToolSpec):
+        if isinstance(t, ToolSpec):
             self._specs[t.name] = t
             self._tools.pop(t.name, None)
+        elif isinstance(t, Tool | ToolProtocol):
+            self._tools[t.name] = t
+            self._specs[t.name] = t.spec
         else:
             raise TypeError(f"not a planrail tool: {t!r} (decorate it with @planrail.tool)")
 
@@ -403,11 +500,15 @@ class ToolRegistry:
     def spec(self, name: str) -> ToolSpec | None:
         return self._specs.get(name)
 
-    def find(self, name: str) -> Tool | None:
+    def find(self, name: str) -> ToolProtocol | None:
         """The callable tool called ``name``, or None."""
         return self._tools.get(name)
 
-    def executable(self, name: str) -> Tool:
+    def python_tools(self) -> list[Tool]:
+        """The decorated Python functions among the tools (what a :class:`ToolRunner` runs)."""
+        return [t for t in self._tools.values() if isinstance(t, Tool)]
+
+    def executable(self, name: str) -> ToolProtocol:
         """The callable tool called ``name``; :class:`UnknownToolError` if there is none."""
         try:
             return self._tools[name]
@@ -417,3 +518,13 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._specs)
+
+
+def _brief(exc: Exception) -> str:
+    if isinstance(exc, pydantic.ValidationError):
+        parts = []
+        for err in exc.errors(include_url=False)[:5]:
+            loc = ".".join(str(p) for p in err["loc"]) or "(input)"
+            parts.append(f"{loc}: {err['msg']}")
+        return "; ".join(parts)
+    return str(exc)

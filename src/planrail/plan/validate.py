@@ -30,7 +30,7 @@ from planrail.plan.refs import (
     parse_reference,
     parse_template,
 )
-from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
+from planrail.plan.tools import AnyTool, ToolRegistry, ToolSpec
 from planrail.plan.validate_policies import policies_pass
 
 __all__ = ["CODES", "Issue", "ValidationReport", "load_plan", "validate"]
@@ -145,7 +145,7 @@ PlanSource = str | bytes | Path | Mapping[str, Any] | Plan
 
 def validate(
     source: PlanSource,
-    tools: ToolRegistry | Iterable[Tool | ToolSpec] | None = None,
+    tools: ToolRegistry | Iterable[AnyTool] | None = None,
     *,
     limits: PlanLimits | None = None,
     check_tools: bool = True,
@@ -177,7 +177,7 @@ def validate(
 
 def load_plan(
     source: PlanSource,
-    tools: ToolRegistry | Iterable[Tool | ToolSpec] | None = None,
+    tools: ToolRegistry | Iterable[AnyTool] | None = None,
     *,
     limits: PlanLimits | None = None,
 ) -> Plan:

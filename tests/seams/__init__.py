@@ -1,0 +1,1 @@
+"""Contract tests of the named seams: every implementation passes the same tests."""
