@@ -22,8 +22,10 @@ from typing import Any
 
 from planrail._memory import collector_paused
 from planrail.errors import PlanValidationError
+from planrail.plan.lints import lints_pass
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
+from planrail.plan.placeholders import placeholders_pass
 from planrail.plan.tools import AnyTool, ToolRegistry
 from planrail.plan.validate_args import arguments_pass, predicate_types_pass, tools_pass
 from planrail.plan.validate_context import (
@@ -75,8 +77,11 @@ CODES = (
     "invalid_policy",
     "invalid_predicate",
     "duplicate_key",
+    "placeholder_literal",
+    *LINT_CODES,
 )
-"""Stable error codes. More may be added; none is ever renamed."""
+"""Stable error codes. More may be added; none is ever renamed. ``placeholder_literal`` and
+the lints (``LINT_CODES``) are warnings unless :class:`ValidationOptions` makes them errors."""
 
 
 @dataclass
@@ -183,5 +188,7 @@ _PASSES: list[Callable[[Context], None]] = [
     predicate_types_pass,
     _warnings,
     policies_pass,
+    placeholders_pass,
+    lints_pass,
 ]
-_TOOL_PASSES = {tools_pass, output_fields_pass, arguments_pass}
+_TOOL_PASSES = {tools_pass, output_fields_pass, arguments_pass, lints_pass}

@@ -103,10 +103,14 @@ class Context:
     """Every step id seen, with its first index."""
     refs: dict[str, list[tuple[str, Reference]]] = field(default_factory=dict)
     """Per step: (path, reference) for every well-formed reference it holds."""
+    used: dict[str, set[str]] = field(default_factory=dict)
+    """Per step: the steps its references read (the data its edges carry)."""
     templates: dict[str, Template] = field(default_factory=dict)
     """Parsed strings, so each is parsed once."""
     output_refs: list[tuple[str, Reference]] = field(default_factory=list)
     suggestion_budget: int = _SUGGESTION_BUDGET
+    _edges: dict[str, list[str]] | None = None
+    _in_order: bool | None = None
 
     def error(self, code: str, step: str | None, path: str, message: str) -> None:
         self.errors.append(Issue(code, step, path, message))
@@ -134,6 +138,42 @@ class Context:
     def skips(self, step: Step, name: str) -> bool:
         """Whether ``name`` was malformed in ``step`` (so checks that read it are skipped)."""
         return name in self.skipped.get(id(step), ())
+
+    def edges(self) -> dict[str, list[str]]:
+        """Each step id → the steps it waits for (``depends_on`` and references, no self-loops;
+        for a repeated id, the first step's). Built once, after the references pass."""
+        if self._edges is None:
+            known = self.known
+            deps: dict[str, list[str]] = {sid: [] for sid in known}
+            for sid, step in self.first.items():
+                edges = deps[sid]
+                edges.extend(d for d in step.depends_on if d in known and d != sid)
+                edges.extend(r.step for _, r in self.refs.get(sid, ()) if r.step != sid)
+            self._edges = deps
+        return self._edges
+
+    def in_plan_order(self) -> bool:
+        """Whether every edge leads to a step listed earlier: the plan's order is then a
+        topological order (plans are nearly always written so)."""
+        if self._in_order is None:
+            known = self.known
+            self._in_order = all(
+                known[d] < known[sid] for sid, ds in self.edges().items() for d in ds
+            )
+        return self._in_order
+
+    def reference_to(self, step_id: str, path: tuple[str, ...] = ()) -> Reference | None:
+        """The reference to suggest for ``step_id`` (and ``path``): ``None`` when the path is
+        not in its output; without a path, its one field when its output declares just one."""
+        producer = self.first.get(step_id)
+        schema = output_schema_of(producer, self.registry) if producer is not None else None
+        ref = Reference(step_id, path)
+        if path:
+            return None if walk_schema(schema, ref)[0] == "missing" else ref
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        if isinstance(props, dict) and len(props) == 1:
+            return Reference(step_id, (next(iter(props)),))
+        return ref
 
     def did_you_mean(self, name: str, candidates: Collection[str]) -> str:
         """``"; did you mean 'x'?"`` for the closest candidate, or ``""``."""

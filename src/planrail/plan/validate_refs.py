@@ -61,6 +61,7 @@ def references_pass(ctx: Context) -> None:
     for step in ctx.steps:
         at = ctx.at(step)
         found: list[tuple[str, Reference]] = []
+        used: set[str] = set()
         # with a malformed depends_on (left out), which edges were meant is unknown
         declared = None if ctx.skips(step, "depends_on") else set(step.depends_on)
         for field_path, value in step_strings(step):
@@ -108,8 +109,10 @@ def references_pass(ctx: Context) -> None:
                             )
                             declared.add(ref.step)  # report each missing edge once
                         found.append((path, ref))
+                        used.add(ref.step)
         # a repeated id's references are checked, but the graph passes follow the first step
         ctx.refs.setdefault(step.id, found)
+        ctx.used.setdefault(step.id, used)
     output = ctx.raw.get("output")
     if output is not None:
         for path, s in walk_strings(output, "$.output"):
@@ -141,13 +144,11 @@ def _local_allowed(ctx: Context, step: Step, local: str, field_path: str) -> boo
 
 def cycles_pass(ctx: Context) -> None:
     """cycle: no step may (transitively) depend on itself, by depends_on or by reference."""
-    known = ctx.known
-    deps = graph_edges(ctx)
     # While every edge leads to a step listed earlier, the plan's order is a topological order
     # and there is no cycle: plans are nearly always written so, and the search is skipped.
-    if all(known[d] < known[sid] for sid, edges in deps.items() for d in edges):
+    if ctx.in_plan_order():
         return
-    for members in cycles(deps):
+    for members in cycles(ctx.edges()):
         loop = " -> ".join([*members, members[0]])
         first = members[0]
         ctx.error(
@@ -157,17 +158,6 @@ def cycles_pass(ctx: Context) -> None:
             f"steps {', '.join(members)} form a cycle ({loop} by depends_on/references);"
             " remove one of these dependencies",
         )
-
-
-def graph_edges(ctx: Context) -> dict[str, list[str]]:
-    """Each step id → the steps it waits for (``depends_on`` and references, no self-loops)."""
-    known = ctx.known
-    deps: dict[str, list[str]] = {sid: [] for sid in known}
-    for sid, step in ctx.first.items():
-        edges = deps[sid]
-        edges.extend(d for d in step.depends_on if d in known and d != sid)
-        edges.extend(r.step for _, r in ctx.refs.get(sid, ()) if r.step != sid)
-    return deps
 
 
 def output_fields_pass(ctx: Context) -> None:
