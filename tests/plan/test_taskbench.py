@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from planrail.plan.repair import repair
 
-from .helpers import TASKBENCH
+from .helpers import TASKBENCH, load_script
 
-
-def _load_confusion() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("taskbench_confusion", TASKBENCH / "confusion.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-confusion = _load_confusion()
+confusion = load_script(TASKBENCH / "confusion.py", "taskbench_confusion")
 
 
 @pytest.fixture(scope="module")

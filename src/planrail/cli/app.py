@@ -22,7 +22,15 @@ from planrail.errors import PlanrailError, ToolLoadError
 from planrail.plan.catalog import load_catalog, load_tools
 from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
-from planrail.plan.validate import ValidationReport, validate
+from planrail.plan.validate import (
+    LEVELS,
+    LINT_CODES,
+    Level,
+    ValidationOptions,
+    ValidationReport,
+    check_plan,
+    validate,
+)
 from planrail.policies.security import CallApprovalRequest, SecurityPolicy
 from planrail.store import Store, open_store
 
@@ -117,13 +125,25 @@ def validate_cmd(
     tools: ToolsOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Placeholder literals are errors, not warnings.")
+    ] = False,
+    lint: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--lint",
+            help="Level of the lints: off, warning or error, for both or as CODE=LEVEL"
+            f" ({', '.join(LINT_CODES)}); repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Check a plan statically: every problem at once, nothing executed (exit 3 if invalid)."""
     console = _out(json_out)
     _check_plan_path(plan, console)
+    options = ValidationOptions(strict=strict, lints=_lint_levels(lint or [], console))
     registry = registry_from(tools, catalog, console)
     has_tools = bool(tools or catalog)
-    report = validate(plan, registry if has_tools else None)
+    report = check_plan(plan, registry if has_tools else None, options=options)
     if json_out:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
@@ -131,6 +151,23 @@ def validate_cmd(
         if not has_tools and report.valid:
             console.print("[dim]tools were not checked: pass --tools or --catalog[/]")
     raise typer.Exit(ExitCode.OK if report.valid else ExitCode.INVALID_PLAN)
+
+
+def _lint_levels(values: list[str], console: Console) -> dict[str, Level]:
+    """``--lint`` values (``error``, ``needless_dependency=off``) as levels per lint code."""
+    levels: dict[str, Level] = {}
+    for value in values:
+        code, _, level = value.rpartition("=")
+        codes = [code] if code else list(LINT_CODES)
+        if level not in LEVELS or any(c not in LINT_CODES for c in codes):
+            raise _fail(
+                console,
+                f"--lint {value!r}: use off, warning or error, alone or as CODE=LEVEL with a"
+                f" CODE among {', '.join(LINT_CODES)}",
+                ExitCode.USAGE,
+            )
+        levels.update(dict.fromkeys(codes, level))
+    return levels
 
 
 def needs_approval(plan: Plan, registry: ToolRegistry) -> dict[str, str]:

@@ -304,7 +304,8 @@ def _money(hit: Placeholder, name: str, schema: Any) -> bool:
 
 
 def _message(ctx: Context, step: Step | None, hit: Placeholder, order: list[str]) -> str:
-    shown = hit.text if len(hit.text) <= 60 else hit.text[:60] + "…"
+    text = hit.text.replace("\0", "${…}")  # where a reference stood
+    shown = text if len(text) <= 60 else text[:60] + "…"
     base = (
         f"{shown!r} looks like a placeholder ({hit.syntax}), not a value: it would be passed"
         " on as this text"

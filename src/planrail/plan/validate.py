@@ -29,9 +29,11 @@ from planrail.plan.placeholders import placeholders_pass
 from planrail.plan.tools import AnyTool, ToolRegistry
 from planrail.plan.validate_args import arguments_pass, predicate_types_pass, tools_pass
 from planrail.plan.validate_context import (
+    LEVELS,
     LINT_CODES,
     Context,
     Issue,
+    Level,
     ValidationOptions,
     output_schema_of,
 )
@@ -46,8 +48,10 @@ from planrail.plan.validate_shape import PlanSource, load_pass, normalize_pass, 
 
 __all__ = [
     "CODES",
+    "LEVELS",
     "LINT_CODES",
     "Issue",
+    "Level",
     "ValidationOptions",
     "ValidationReport",
     "check_plan",

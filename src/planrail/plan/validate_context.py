@@ -21,6 +21,7 @@ from planrail.plan.refs import parse_template as _parse_template
 from planrail.plan.tools import ToolRegistry
 
 __all__ = [
+    "LEVELS",
     "LINT_CODES",
     "Context",
     "Issue",
@@ -32,6 +33,7 @@ __all__ = [
 
 Level = Literal["off", "warning", "error"]
 """How a check that may be turned up or down reports: not at all, as a warning, as an error."""
+LEVELS: tuple[Level, ...] = ("off", "warning", "error")
 
 LINT_CODES = ("side_effect_race", "needless_dependency")
 """The lints: warnings by default; ``ValidationOptions.lints`` turns each up or off."""

@@ -238,7 +238,10 @@ def _converted(ctx: Context, sid: str, value: Any, wanted: str, path: str) -> No
     actual = js.json_type(value)
     if value is None or actual == wanted or (wanted == "number" and actual == "integer"):
         return
-    ctx.warn("normalized", sid, path, f"{value!r} ({actual}) read as a {wanted}; write a {wanted}")
+    a = "an" if wanted == "integer" else "a"
+    ctx.warn(
+        "normalized", sid, path, f"{value!r} ({actual}) read as {a} {wanted}; write {a} {wanted}"
+    )
 
 
 def _action_fields(ctx: Context, step: Step, at: str) -> None:
