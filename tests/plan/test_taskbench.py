@@ -145,3 +145,9 @@ def test_repair_restores_stripped_reference_edges_on_real_plans(cases: list[Any]
             assert repaired == original, case.source
             restored += removed
     assert restored > 1000
+
+
+def test_the_warnings_table_in_the_docs_is_current(cases: list[Any]) -> None:
+    """docs/plan-format.md shows the new warnings per label exactly as the script prints them."""
+    docs = TASKBENCH.parent.parent.parent / "docs" / "plan-format.md"
+    assert confusion.warnings_markdown(cases) in docs.read_text(encoding="utf-8")
