@@ -39,32 +39,33 @@ def lints_pass(ctx: Context) -> None:
     if (race == "off" and needless == "off") or any(e.code == "cycle" for e in ctx.errors):
         return
     deps = ctx.edges()
-    order = _order(ctx, deps)
-    if order is None:
-        return
-    effectful, touches = _effects(ctx)
+    if ctx.in_plan_order():  # the usual case: the plan's order is a topological order
+        order, pos = list(ctx.known), ctx.known
+    else:
+        try:
+            order = topological_order(deps)
+        except ValueError:  # pragma: no cover - a cycle is reported (and stops the lints)
+            return
+        pos = {sid: i for i, sid in enumerate(order)}
+    effectful, groups = _effects(ctx, order)
     if race != "off":
-        _races(ctx, deps, order, touches, race)
-    if needless != "off":
+        _races(ctx, deps, pos, groups, race)
+    if needless != "off" and ctx.dataless:
         _needless(ctx, deps, order, effectful, needless)
 
 
-def _order(ctx: Context, deps: dict[str, list[str]]) -> list[str] | None:
-    if ctx.in_plan_order():
-        return list(ctx.known)
-    try:
-        return topological_order(deps)
-    except ValueError:  # pragma: no cover - a cycle is reported (and stops the lints) first
-        return None
-
-
-def _effects(ctx: Context) -> tuple[dict[str, bool], dict[str, tuple[str, str]]]:
-    """Per step: whether it changes the world (an unknown tool is assumed to), and what it
-    changes — ``("resource", key)`` (the step's, else its tool's) or ``("tool", name)``."""
+def _effects(
+    ctx: Context, order: list[str]
+) -> tuple[dict[str, bool], dict[tuple[str, str], list[str]]]:
+    """Per step: whether it changes the world (an unknown tool is assumed to); and per thing
+    changed — ``("resource", key)`` (the step's, else its tool's) or ``("tool", name)`` — the
+    steps that change it, in ``order``."""
     effectful: dict[str, bool] = {}
-    touches: dict[str, tuple[str, str]] = {}
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
     by_tool: dict[str | None, tuple[bool, tuple[str, str] | None]] = {}
-    for sid, step in ctx.first.items():
+    first = ctx.first
+    for sid in order:
+        step = first[sid]
         if step.action != "tool_call":
             effectful[sid] = False
             continue
@@ -83,23 +84,17 @@ def _effects(ctx: Context) -> tuple[dict[str, bool], dict[str, tuple[str, str]]]
         changes, thing = found
         effectful[sid] = changes
         if thing is not None:
-            touches[sid] = ("resource", step.resource) if step.resource else thing
-    return effectful, touches
+            groups[("resource", step.resource) if step.resource else thing].append(sid)
+    return effectful, groups
 
 
 def _races(
     ctx: Context,
     deps: dict[str, list[str]],
-    order: list[str],
-    touches: dict[str, tuple[str, str]],
+    pos: dict[str, int],
+    groups: dict[tuple[str, str], list[str]],
     level: Level,
 ) -> None:
-    pos = {sid: i for i, sid in enumerate(order)}
-    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for sid in order:
-        key = touches.get(sid)
-        if key is not None:
-            groups[key].append(sid)
     for (kind, name), members in groups.items():
         # Members are in topological order: they are all ordered exactly when each one
         # reaches the next, so only consecutive pairs are checked (and reported).
@@ -154,20 +149,16 @@ def _needless(
     level: Level,
 ) -> None:
     found: list[tuple[Step, int, str]] = []
-    no_refs: set[str] = set()
-    for sid, step in ctx.first.items():
-        deps_of = step.depends_on
-        if not deps_of or step.join != "all_succeeded":
+    for sid in ctx.dataless:
+        step = ctx.first[sid]
+        if step.join != "all_succeeded" or ctx.skips(step, "depends_on"):
             continue
-        used = ctx.used.get(sid, no_refs)
-        if (len(used) < len(deps_of) or not used.issuperset(deps_of)) and not ctx.skips(
-            step, "depends_on"
-        ):
-            found.extend(
-                (step, j, d)
-                for j, d in enumerate(step.depends_on)
-                if d in ctx.known and d != sid and d not in used
-            )
+        used = ctx.used[sid]
+        found.extend(
+            (step, j, d)
+            for j, d in enumerate(step.depends_on)
+            if d in ctx.known and d != sid and d not in used
+        )
     if not found:
         return
     # before[s]: s or a step it waits for changes the world; after[s]: s or a step waiting

@@ -166,9 +166,19 @@ def placeholders_pass(ctx: Context) -> None:
     ids = frozenset(ctx.known)
     order = [s.id for s in ctx.steps]
     params: dict[str | None, tuple[dict[str, Any], frozenset[str]]] = {}
+    none: tuple[dict[str, Any], frozenset[str]] = ({}, frozenset())
+
+    def tool_params(tool: str | None) -> tuple[dict[str, Any], frozenset[str]]:
+        found = params.get(tool)
+        if found is None:
+            found = params[tool] = _params(ctx, tool)
+        return found
+
     for step in ctx.steps:
-        fields: list[tuple[str, Any, str | None]] = [("args", step.args, step.tool)]
-        if step.fallback is not None:
+        fields: list[tuple[str, Any, str | None]] = []
+        if step.args:
+            fields.append(("args", step.args, step.tool))
+        if step.fallback is not None:  # the rarer fields
             fields.append(("fallback.args", step.fallback.args, step.fallback.tool))
             if "value" in step.fallback.model_fields_set:
                 fields.append(("fallback.value", step.fallback.value, None))
@@ -176,13 +186,7 @@ def placeholders_pass(ctx: Context) -> None:
             fields.append(("prompt", step.prompt, None))
         for name, value, tool in fields:
             is_args = name[-4:] == "args"
-            if is_args:
-                found = params.get(tool)
-                if found is None:
-                    found = params[tool] = _params(ctx, tool)
-                props, templates = found
-            else:
-                props, templates = {}, frozenset()
+            props, templates = tool_params(tool) if is_args else none
             for segs, text in _candidates(ctx, value, templates):
                 for hit in find_placeholders(text, step_ids=ids):
                     param = segs[0] if is_args and segs else None

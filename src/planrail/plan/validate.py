@@ -4,8 +4,9 @@ The passes live in their own modules and share one :class:`~planrail.plan.valida
 
 - ``validate_shape``: the document, aliases, each step's fields;
 - ``validate_refs``: dependencies, references, cycles, output fields;
-- ``validate_args``: tools, arguments, fallback values, predicate operand types;
-- ``validate_policies``: retry, loops, fan-out, joins, ``$first``;
+- ``validate_args``: tools, arguments, fallback values;
+- ``validate_policies``: predicates (and their operand types), retry, loops, fan-out, joins,
+  ``$first``;
 - ``placeholders``: literals that look like a reference in another syntax;
 - ``lints``: ``side_effect_race`` and ``needless_dependency``.
 
@@ -27,7 +28,7 @@ from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
 from planrail.plan.placeholders import placeholders_pass
 from planrail.plan.tools import AnyTool, ToolRegistry
-from planrail.plan.validate_args import arguments_pass, predicate_types_pass, tools_pass
+from planrail.plan.validate_args import arguments_pass, tools_pass
 from planrail.plan.validate_context import (
     LEVELS,
     LINT_CODES,
@@ -189,7 +190,6 @@ _PASSES: list[Callable[[Context], None]] = [
     tools_pass,
     output_fields_pass,
     arguments_pass,
-    predicate_types_pass,
     _warnings,
     policies_pass,
     placeholders_pass,

@@ -1,4 +1,4 @@
-"""The typed passes: tools, arguments, fallback values and predicate operands.
+"""The typed passes: tools, arguments and fallback values.
 
 Reports ``unknown_tool``, ``missing_argument``, ``unknown_argument`` and ``type_mismatch``.
 Literals are checked exactly against JSON Schema: ``2.5`` is not an integer (``2.0`` is, as
@@ -13,12 +13,11 @@ from typing import Any
 
 from planrail.plan import schema as js
 from planrail.plan.model import Step
-from planrail.plan.predicates import predicate_type_problems
 from planrail.plan.refs import json_path
 from planrail.plan.tools import ToolSpec
 from planrail.plan.validate_context import Context, unit_output_schema
 
-__all__ = ["arguments_pass", "predicate_types_pass", "tools_pass"]
+__all__ = ["arguments_pass", "tools_pass"]
 
 
 def tools_pass(ctx: Context) -> None:
@@ -128,19 +127,3 @@ def _check_fallback_value(
 def _param_hint(schema: Any, root: Any) -> str:
     types = js.schema_types(schema, root) if schema is not None else None
     return f" ({'/'.join(sorted(types))})" if types else ""
-
-
-def predicate_types_pass(ctx: Context) -> None:
-    """type_mismatch: predicate operands whose declared types can never compare (``gt``
-    between a string and a number) and guards that are not booleans (``when: "${s.count}"``)."""
-    types_of = ctx.ref_types()
-    for step in ctx.steps:
-        at = ctx.at(step)
-        fields: list[tuple[str, Any]] = []
-        if step.action == "condition_check" and step.condition is not None:
-            fields.append(("condition", step.condition))
-        if step.when is not None:
-            fields.append(("when", step.when))
-        for name, value in fields:
-            for path, message in predicate_type_problems(value, types_of):
-                ctx.error("type_mismatch", step.id, f"{at}.{name}{path}", message)

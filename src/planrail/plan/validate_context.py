@@ -107,6 +107,8 @@ class Context:
     """Per step: (path, reference) for every well-formed reference it holds."""
     used: dict[str, set[str]] = field(default_factory=dict)
     """Per step: the steps its references read (the data its edges carry)."""
+    dataless: list[str] = field(default_factory=list)
+    """Steps with a ``depends_on`` entry they reference nothing of."""
     templates: dict[str, Template] = field(default_factory=dict)
     """Parsed strings, so each is parsed once."""
     output_refs: list[tuple[str, Reference]] = field(default_factory=list)
@@ -139,7 +141,7 @@ class Context:
 
     def skips(self, step: Step, name: str) -> bool:
         """Whether ``name`` was malformed in ``step`` (so checks that read it are skipped)."""
-        return name in self.skipped.get(id(step), ())
+        return bool(self.skipped) and name in self.skipped.get(id(step), ())
 
     def edges(self) -> dict[str, list[str]]:
         """Each step id → the steps it waits for (``depends_on`` and references, no self-loops;

@@ -3,6 +3,8 @@
 Reports (codes are stable):
 
 - ``invalid_predicate``: a ``condition``, ``when`` or ``repeat.until`` that is not a predicate;
+- ``type_mismatch``: a ``condition`` or ``when`` whose operands' declared types can never work
+  (a guard ``"${a.count}"`` that is not a boolean, ``gt`` between a string and a number);
 - ``invalid_policy``: ``repeat.max_iterations`` or ``max_parallel`` over the limit, a
   ``for_each`` that is not one reference or points at an output that is not a list, a join rule
   that can never be met, a tool whose default retry policy is invalid;
@@ -24,7 +26,7 @@ import pydantic
 from planrail.errors import ReferenceSyntaxError
 from planrail.plan.first import FIRST, first_problems
 from planrail.plan.model import RetrySpec, Step
-from planrail.plan.predicates import check_predicate
+from planrail.plan.predicates import check_predicate, predicate_type_problems
 from planrail.plan.refs import Reference, parse_reference, parse_template
 from planrail.plan.validate_context import Context, unit_output_schema, walk_schema
 
@@ -45,7 +47,7 @@ def policies_pass(ctx: Context) -> None:
     types_of = ctx.ref_types()
     for step in ctx.steps:
         at = ctx.at(step)
-        _predicates(ctx, step, at)
+        _predicates(ctx, step, at, types_of)
         _locals(ctx, step, at)
         _first(ctx, step, at)
         if step.repeat is not None and step.repeat.max_iterations > max_iterations:
@@ -96,17 +98,23 @@ def policies_pass(ctx: Context) -> None:
         _tool_retry(ctx, step, at)
 
 
-def _predicates(ctx: Context, step: Step, at: str) -> None:
+def _predicates(ctx: Context, step: Step, at: str, types_of: Any) -> None:
+    """invalid_predicate; type_mismatch where the operands' declared types can never work
+    (``repeat.until`` reads the step's own output, which ``types_of`` does not know)."""
     fields: list[tuple[str, Any]] = []
     if step.action == "condition_check" and step.condition is not None:
         fields.append(("condition", step.condition))
     if step.when is not None:
         fields.append(("when", step.when))
+    typed = len(fields)
     if step.repeat is not None:
         fields.append(("repeat.until", step.repeat.until))
-    for name, value in fields:
+    for i, (name, value) in enumerate(fields):
         for path, message in check_predicate(value):
             ctx.error("invalid_predicate", step.id, f"{at}.{name}{path}", message)
+        if i < typed:
+            for path, message in predicate_type_problems(value, types_of):
+                ctx.error("type_mismatch", step.id, f"{at}.{name}{path}", message)
 
 
 def _references_in(value: Any, path: str) -> Iterable[tuple[str, Reference]]:

@@ -111,8 +111,11 @@ def references_pass(ctx: Context) -> None:
                         found.append((path, ref))
                         used.add(ref.step)
         # a repeated id's references are checked, but the graph passes follow the first step
-        ctx.refs.setdefault(step.id, found)
-        ctx.used.setdefault(step.id, used)
+        if step.id not in ctx.refs:
+            ctx.refs[step.id] = found
+            ctx.used[step.id] = used
+            if step.depends_on and not used.issuperset(step.depends_on):
+                ctx.dataless.append(step.id)
     output = ctx.raw.get("output")
     if output is not None:
         for path, s in walk_strings(output, "$.output"):

@@ -53,6 +53,7 @@ _SCALARS = {
     "max_parallel": "integer",
     "requires_approval": "boolean",
 }
+_SCALAR_FIELDS = frozenset({*_SCALARS, "retry", "repeat"})
 _NESTED_SCALARS = {
     "retry": {
         "max_attempts": "integer",
@@ -169,12 +170,17 @@ def shape_pass(ctx: Context) -> None:
         ctx.where[id(step)] = at
         ctx.steps.append(step)
         _converted_scalars(ctx, step, raw, at)
-        if not ctx.skips(step, "action"):
+        if not ctx.skipped or not ctx.skips(step, "action"):
             _action_fields(ctx, step, at)
 
 
 def _read_step(ctx: Context, sid: str, raw: dict[str, Any], at: str) -> Step | None:
     """The step, with malformed fields reported and left out; None if nothing can be read."""
+    if raw.get("action", "tool_call") in ACTIONS:
+        try:
+            return Step.model_validate(raw)  # the usual case
+        except pydantic.ValidationError:
+            pass
     left_out: set[str] = set()
     action = raw.get("action", "tool_call")
     if action not in ACTIONS:
@@ -222,6 +228,8 @@ def _pydantic_message(err: Any) -> str:
 
 def _converted_scalars(ctx: Context, step: Step, raw: dict[str, Any], at: str) -> None:
     """``normalized``: a policy scalar of another JSON type that Pydantic converted."""
+    if _SCALAR_FIELDS.isdisjoint(raw):
+        return  # the usual step sets none of them
     sid = step.id
     for name, wanted in _SCALARS.items():
         if name in raw and not ctx.skips(step, name):
