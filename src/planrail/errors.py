@@ -63,6 +63,7 @@ __all__ = [
     "ToolError",
     "ToolLoadError",
     "UnknownToolError",
+    "error_dict",
 ]
 
 
@@ -88,7 +89,12 @@ class PlanrailError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """The error as the ``{type, message, retryable}`` object of the JSON contract."""
-        return {"type": type(self).__name__, "message": self.message, "retryable": self.retryable}
+        return error_dict(type(self).__name__, self.message, self.retryable)
+
+
+def error_dict(type_name: str, message: str, retryable: bool) -> dict[str, Any]:
+    """The ``{type, message, retryable}`` object of the JSON contract (built only here)."""
+    return {"type": type_name, "message": message, "retryable": retryable}
 
 
 class PlanError(PlanrailError):

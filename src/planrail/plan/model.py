@@ -162,5 +162,12 @@ class Plan(BaseModel):
 
     @cached_property
     def hash(self) -> str:
-        """``sha256:`` + the hex digest of :meth:`canonical_json`; what an approval is bound to."""
+        """``sha256:`` + the hex digest of :meth:`canonical_json`; what an approval is bound to.
+
+        Computed once; :meth:`fresh_hash` recomputes it from the plan's content as it is now."""
+        return self.fresh_hash()
+
+    def fresh_hash(self) -> str:
+        """The hash of the plan as it is now. Steps are frozen, but their ``args`` dicts are not:
+        the gate compares this, not the cached :attr:`hash`, with the approval."""
         return "sha256:" + hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()

@@ -169,6 +169,38 @@ class RunPolicy:
     seed: int | None = None
     """Seed of the jitter RNG (``None``: unpredictable jitter)."""
 
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as plain JSON data, stored with a run (:meth:`from_mapping` reads it)."""
+        return {
+            "resources": {
+                name: {
+                    "max_concurrency": lim.max_concurrency,
+                    "rate": lim.rate,
+                    "per": lim.per,
+                    "burst": lim.burst,
+                }
+                for name, lim in sorted(self.resources.items())
+            },
+            "deadline": self.deadline,
+            "default_retry": None if self.default_retry is None else self.default_retry.to_dict(),
+            "max_iterations": self.max_iterations,
+            "max_items": self.max_items,
+            "default_max_parallel": self.default_max_parallel,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> RunPolicy:
+        """The policy :meth:`to_dict` wrote (unknown fields are an error)."""
+        fields = dict(data)
+        unknown = set(fields) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown run policy fields: {', '.join(sorted(unknown))}")
+        retry = fields.get("default_retry")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            fields["default_retry"] = RetryPolicy.from_spec(retry)
+        return cls(**fields)
+
     def __post_init__(self) -> None:
         resources = {name: ResourceLimit.parse(lim) for name, lim in dict(self.resources).items()}
         object.__setattr__(self, "resources", resources)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from planrail.errors import ApprovalRefusedError, ExecutionError, PlanError, PlanrailError
+from planrail.plan.effects import tool_effect
 from planrail.plan.loader import PlanLimits, load_document, read_plan_file
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, check_predicate, compile_predicate
@@ -430,7 +431,7 @@ def fallback_call(step: Step) -> Step:
 
 
 def _changes_world(spec: ToolSpec | None) -> bool:
-    return spec is None or spec.side_effects != "none" or bool(spec.requires_approval)
+    return tool_effect(spec).guarded
 
 
 def _sources_match(rule: Rule, arg_sources: Mapping[str, Sources]) -> bool:
