@@ -6,6 +6,7 @@ import importlib
 import pkgutil
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -105,6 +106,23 @@ def test_every_error_class_has_its_own_unique_code() -> None:
     assert missing == []
     codes = [c.code for c in classes]
     assert len(codes) == len(set(codes)), sorted(c for c in codes if codes.count(c) > 1)
+
+
+def test_every_leaf_error_is_raised_somewhere() -> None:
+    """An error class with no subclass is constructed somewhere in ``src/planrail`` (so the
+    tree holds no class nobody raises); classes with subclasses are for catching a group, and
+    ``RetryableError`` is raised by tools."""
+    source = "\n".join(
+        p.read_text(encoding="utf-8") for p in Path(planrail.__file__).parent.rglob("*.py")
+    )
+    never = [
+        cls.__name__
+        for cls in defined()
+        if not cls.__subclasses__()
+        and cls is not PlanrailError
+        and not re.search(rf"(?<!class )\b{cls.__name__}\(", source)
+    ]
+    assert never == []
 
 
 @pytest.mark.parametrize("module", ["planrail.llm", "planrail.observe"])

@@ -20,8 +20,6 @@
     ├── OutputError                     a tool's output does not fit its type, or is not JSON
     ├── PredicateError                  a predicate failed on the real values  (plan.predicates)
     ├── ExecutionError                  raised around a run (not by tools)
-    │   ├── StepFailedError             a step failed for good (``.step_id``, ``.attempt``)
-    │   ├── RunCancelledError           the run was cancelled
     │   ├── ApprovalRefusedError        a person (or the approval hook) said no
     │   │   └── ApprovalMismatchError   the approval was for another plan hash (policies.security)
     │   ├── PolicyDeniedError           a security rule refused a tool call    (policies.security)
@@ -73,8 +71,6 @@ __all__ = [
     "ReferenceResolutionError",
     "ReferenceSyntaxError",
     "RetryableError",
-    "RunCancelledError",
-    "StepFailedError",
     "StoreCorruptError",
     "StoreError",
     "ToolDefinitionError",
@@ -179,14 +175,6 @@ class OutputError(PlanrailError):
 
 class ExecutionError(PlanrailError):
     code = "execution_error"
-
-
-class StepFailedError(ExecutionError):
-    code = "step_failed"
-
-
-class RunCancelledError(ExecutionError):
-    code = "cancelled"
 
 
 class ApprovalRefusedError(ExecutionError):
