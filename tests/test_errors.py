@@ -12,7 +12,7 @@ import pytest
 
 import planrail
 import planrail.errors
-from planrail.errors import PlanrailError
+from planrail.errors import PlanLoadError, PlanrailError, RetryableError, error_dict
 
 OPTIONAL = frozenset(
     {"psycopg", "openai", "anthropic", "opentelemetry", "starlette", "uvicorn", "ray", "mcp"}
@@ -130,3 +130,26 @@ def test_missing_extra_is_one_class(module: str) -> None:
     """The LLM clients and OpenTelemetry raise the same ``MissingExtraError`` (re-exported by
     their packages), so one ``except`` catches every missing extra."""
     assert importlib.import_module(module).MissingExtraError is planrail.errors.MissingExtraError
+
+
+def test_error_dict_is_the_json_contracts_error_object() -> None:
+    """``error_dict`` gives ``{type, message, retryable}`` from an exception (a planrail error's
+    own message and retry flag, another exception's text, the class name for an empty message)
+    or from a type name and a message, with ``retryable`` overridable."""
+    assert error_dict(RetryableError("busy")) == {
+        "type": "RetryableError",
+        "message": "busy",
+        "retryable": True,
+    }
+    assert error_dict(ValueError()) == {
+        "type": "ValueError",
+        "message": "ValueError",
+        "retryable": False,
+    }
+    assert error_dict(KeyError("k"), retryable=True)["retryable"] is True
+    assert error_dict("RunError", "it stopped") == {
+        "type": "RunError",
+        "message": "it stopped",
+        "retryable": False,
+    }
+    assert PlanLoadError("bad").to_dict() == error_dict(PlanLoadError("bad"))

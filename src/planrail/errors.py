@@ -77,7 +77,34 @@ __all__ = [
     "ToolError",
     "ToolLoadError",
     "UnknownToolError",
+    "error_dict",
 ]
+
+
+def error_dict(
+    error: BaseException | str, message: str | None = None, *, retryable: bool | None = None
+) -> dict[str, Any]:
+    """The ``{type, message, retryable}`` object of the JSON contract (a step's or a run's
+    ``error``); every such object planrail writes is built here.
+
+    ``error`` is an exception (its class name, its message — a :class:`PlanrailError`'s
+    ``message``, else ``str(exc)`` — and its ``retryable`` attribute) or a type name given
+    with ``message``. ``message`` and ``retryable`` override what an exception says; an empty
+    message becomes the type name.
+    """
+    if isinstance(error, str):
+        kind, text, may_retry = error, message, False
+    else:
+        kind = type(error).__name__
+        text = message
+        if text is None:
+            text = error.message if isinstance(error, PlanrailError) else str(error)
+        may_retry = bool(getattr(error, "retryable", False))
+    return {
+        "type": kind,
+        "message": text or kind,
+        "retryable": may_retry if retryable is None else retryable,
+    }
 
 
 class PlanrailError(Exception):
@@ -102,7 +129,7 @@ class PlanrailError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """The error as the ``{type, message, retryable}`` object of the JSON contract."""
-        return {"type": type(self).__name__, "message": self.message, "retryable": self.retryable}
+        return error_dict(self)
 
 
 class PlanError(PlanrailError):

@@ -31,9 +31,8 @@ from planrail.engine.step_runner import (
     Outcome,
     StepRunner,
     ToolAction,
-    error_info,
 )
-from planrail.errors import PlanrailError, ReferenceResolutionError
+from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance
@@ -498,7 +497,7 @@ class Execution:
         except Exception as exc:  # a planrail bug or a store failure: fail the step, not the run
             denied = denial_of(exc)
             if denied is not None:  # a security policy said no: this step fails, the run goes on
-                outcome = Outcome(S.FAILED, error=error_info(denied), reason=denied.message)
+                outcome = Outcome(S.FAILED, error=error_dict(denied), reason=denied.message)
                 self._tasks.pop(step.id, None)
                 self._complete(step.id, outcome)
                 return
@@ -507,7 +506,7 @@ class Execution:
             log.exception("error running step %s", step.id)
             outcome = Outcome(
                 S.FAILED,
-                error=error_info(exc),
+                error=error_dict(exc),
                 fatal=isinstance(exc, PlanrailError),
                 reason=str(exc),
             )
