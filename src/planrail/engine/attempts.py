@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from planrail.engine.resources import ResourceGate
 from planrail.errors import error_dict
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
-from planrail.policies.resources import ResourceGate
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy, retry_after_of
 from planrail.types import Clock
 

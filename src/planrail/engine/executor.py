@@ -23,6 +23,7 @@ from planrail._memory import long_lived
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.checkpoint import Checkpointer, RunBusyError
 from planrail.engine.events import Event, EventType
+from planrail.engine.guard import SecurityGuard
 from planrail.engine.result import RunResult, StepResult
 from planrail.engine.runners import LocalRunner
 from planrail.engine.scheduler import Node, Scheduler, Skip
@@ -42,7 +43,6 @@ from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRu
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import (
     ApproveCall,
-    SecurityGuard,
     SecurityPolicy,
     check_approval,
     denial_of,

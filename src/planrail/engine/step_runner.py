@@ -42,6 +42,7 @@ from planrail.engine.attempts import (
     Tally,
 )
 from planrail.engine.outcome import Outcome, failed, fan_in, message, outcome_of
+from planrail.engine.resources import ResourceGate
 from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
 from planrail.plan.compiled import Filler
 from planrail.plan.first import compile_args, fill_first
@@ -50,7 +51,6 @@ from planrail.plan.predicates import Predicate, compile_predicate
 from planrail.plan.refs import copy_json, resolve_value
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
 from planrail.policies.limits import LoopExhaustedError, RunPolicy
-from planrail.policies.resources import ResourceGate
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy
 from planrail.types import Clock, StepStatus
 
