@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from planrail.policies import ResourceGate, ResourceLimit, RunPolicy, TokenBucket
+from planrail.engine.resources import ResourceGate, TokenBucket
+from planrail.policies import ResourceLimit, RunPolicy
 from planrail.testing import ECHO, FakeClock, FaultTool, Slow, probe, slow
 
 from .conftest import now, run_plan

@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from planrail.errors import PlanrailError
+from planrail.engine.resources import ResourceGate
+from planrail.errors import error_dict
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
-from planrail.policies.resources import ResourceGate
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy, retry_after_of
 from planrail.types import Clock
 
-__all__ = ["Attempt", "AttemptLoop", "Result", "Tally", "error_info", "race"]
+__all__ = ["Attempt", "AttemptLoop", "Result", "Tally", "race"]
 
 T = TypeVar("T")
 
@@ -29,18 +29,6 @@ BeforeAttempt = Callable[[Any, int | None, int, Any], Any]
 """``before_attempt(step, item_index, attempt, args)``; may return an awaitable."""
 OnAttempt = Callable[[Any, dict[str, Any]], None]
 """``on_attempt(step, record)`` after every attempt (``record["error"]`` is None on success)."""
-
-
-def error_info(exc: BaseException, *, retryable: bool | None = None) -> dict[str, Any]:
-    """The ``{type, message, retryable}`` object for an exception."""
-    if retryable is None:
-        retryable = bool(getattr(exc, "retryable", False))
-    message = exc.message if isinstance(exc, PlanrailError) else str(exc)
-    return {
-        "type": type(exc).__name__,
-        "message": message or type(exc).__name__,
-        "retryable": retryable,
-    }
 
 
 class TimedOut(Exception):
@@ -286,7 +274,7 @@ class AttemptLoop:
             record["item"] = item
         if extra:
             record.update(extra)
-        record["error"] = None if exc is None else error_info(exc, retryable=retryable)
+        record["error"] = None if exc is None else error_dict(exc, retryable=retryable)
         tally.history.append(record)
         return record
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from planrail.engine.events import Event
 from planrail.engine.result import StepResult
-from planrail.errors import ExecutionError
+from planrail.errors import ExecutionError, error_dict
 from planrail.plan.effects import effects_of, step_effect
 from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Redactor
@@ -325,7 +325,7 @@ class Checkpointer:
     ) -> None:
         """Commit the last step records and the run's final status, then release the lease."""
         self._check_lease()
-        err = {"type": "RunError", "message": error, "retryable": False} if error else None
+        err = error_dict("RunError", error) if error else None
         self._commit(
             run=self._run_record(_stored_status(status), output, err),
             steps=self._records(results, args),

@@ -36,6 +36,7 @@ from planrail.engine.checkpoint import (
     RunBusyError,
 )
 from planrail.engine.events import Event, EventType
+from planrail.engine.guard import SecurityGuard
 from planrail.engine.result import RunResult, StepResult
 from planrail.engine.runners import LocalRunner
 from planrail.engine.scheduler import Node, Scheduler, Skip
@@ -44,9 +45,8 @@ from planrail.engine.step_runner import (
     Outcome,
     StepRunner,
     ToolAction,
-    error_info,
 )
-from planrail.errors import PlanrailError, ReferenceResolutionError
+from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
 from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
@@ -57,7 +57,6 @@ from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRu
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import (
     ApproveCall,
-    SecurityGuard,
     SecurityPolicy,
     check_approval,
     denial_of,
@@ -713,7 +712,7 @@ class Execution:
         except Exception as exc:  # a planrail bug or a store failure: fail the step, not the run
             denied = denial_of(exc)
             if denied is not None:  # a security policy said no: this step fails, the run goes on
-                outcome = Outcome(S.FAILED, error=error_info(denied), reason=denied.message)
+                outcome = Outcome(S.FAILED, error=error_dict(denied), reason=denied.message)
                 self._tasks.pop(step.id, None)
                 self._complete(step.id, outcome)
                 return
@@ -722,7 +721,7 @@ class Execution:
             log.exception("error running step %s", step.id)
             outcome = Outcome(
                 S.FAILED,
-                error=error_info(exc),
+                error=error_dict(exc),
                 fatal=isinstance(exc, PlanrailError),
                 reason=str(exc),
             )

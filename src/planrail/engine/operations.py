@@ -75,7 +75,7 @@ def refuse(
     run = _idle_run(store, run_id, clock)
     _expect(run, {"awaiting_approval"}, "refuse")
     now = clock.now()
-    error = error_dict("ApprovalRefused", f"approval refused by {by}: {reason}", False)
+    error = error_dict("ApprovalRefused", f"approval refused by {by}: {reason}")
     updated = dataclasses.replace(run, status="cancelled", error=error, updated_at=now)
     store.commit(run=updated, events=[_event(run_id, now, "refuse", by, reason=reason)])
     return updated
@@ -106,7 +106,7 @@ def cancel(
     if lease is not None and lease.expires_at > now:
         store.commit(events=[request, _event(run_id, now, "cancel", by, reason=reason)])
         return "requested"
-    error = error_dict("RunCancelled", f"cancelled by {by}: {reason}", False)
+    error = error_dict("RunCancelled", f"cancelled by {by}: {reason}")
     updated = dataclasses.replace(run, status="cancelled", error=error, updated_at=now)
     store.commit(run=updated, events=[request, _event(run_id, now, "cancel", by, reason=reason)])
     return "cancelled"
@@ -143,7 +143,7 @@ def resolve(
         status=status,
         output=kept if decision == "succeeded" else None,
         finished_at=now if decision != "retry" else None,
-        error=error_dict("ResolvedFailed", f"resolved by {by}: failed", False)
+        error=error_dict("ResolvedFailed", f"resolved by {by}: failed")
         if decision == "failed"
         else None,
         reason=f"resolved by {by}: {decision}",

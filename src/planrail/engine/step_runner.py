@@ -40,10 +40,10 @@ from planrail.engine.attempts import (
     OnAttempt,
     Result,
     Tally,
-    error_info,
 )
 from planrail.engine.outcome import Outcome, failed, fan_in, message, outcome_of
-from planrail.errors import PlanrailError, ReferenceResolutionError
+from planrail.engine.resources import ResourceGate
+from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
 from planrail.plan.compiled import Filler
 from planrail.plan.first import compile_args, fill_first
 from planrail.plan.model import Step
@@ -51,7 +51,6 @@ from planrail.plan.predicates import Predicate, compile_predicate
 from planrail.plan.refs import copy_json, resolve_value
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
 from planrail.policies.limits import LoopExhaustedError, RunPolicy
-from planrail.policies.resources import ResourceGate
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy
 from planrail.types import Clock, StepStatus
 
@@ -66,7 +65,6 @@ __all__ = [
     "OutputError",
     "StepRunner",
     "ToolAction",
-    "error_info",
 ]
 
 
@@ -178,11 +176,10 @@ class StepRunner:
             return _now(
                 Outcome(
                     S.FAILED,
-                    error={
-                        "type": "ConfigurationError",
-                        "retryable": False,
-                        "message": f"no handler for action '{step.action}' in this run{hint}",
-                    },
+                    error=error_dict(
+                        "ConfigurationError",
+                        f"no handler for action '{step.action}' in this run{hint}",
+                    ),
                 )
             )
         if step.when is not None:
@@ -194,7 +191,7 @@ class StepRunner:
         deadline = self.loop.deadline
         if deadline is not None and self.clock.monotonic() >= deadline:
             late = self.loop.deadline_error(step.id)
-            return _now(Outcome(S.FAILED, error=error_info(late), reason=late.message, fatal=True))
+            return _now(Outcome(S.FAILED, error=error_dict(late), reason=late.message, fatal=True))
         tool = self._plain_tool(step, handler)
         if tool is not None:
             assert isinstance(handler, ToolAction)
@@ -365,7 +362,7 @@ class StepRunner:
                     "iteration": iteration,
                     "args": copy_json(args),
                     "output": copy_json(res.output) if res.ok else None,
-                    "error": None if res.exc is None else error_info(res.exc),
+                    "error": None if res.exc is None else error_dict(res.exc),
                 }
             )
             if res.ok:
