@@ -21,6 +21,7 @@
     │   │   └── ApprovalMismatchError  the approval was for another plan hash   (policies.security)
     │   ├── PolicyDeniedError          a security rule refused a tool call      (policies.security)
     │   ├── ToolCallLimitError         the run made too many tool calls         (policies.security)
+    │   ├── RepeatedCallError          a tool called again with the same resolved arguments
     │   ├── AttemptTimeoutError, StepTimeoutError, DeadlineExceededError,
     │   │   LoopExhaustedError         time and loop limits                     (policies.limits)
     │   └── PlanMismatchError, RunBusyError, LeaseLostError   resume and leases (engine.checkpoint)
@@ -54,6 +55,7 @@ __all__ = [
     "PlanrailError",
     "ReferenceResolutionError",
     "ReferenceSyntaxError",
+    "RepeatedCallError",
     "RetryableError",
     "RunCancelledError",
     "StepFailedError",
@@ -173,6 +175,18 @@ class RunCancelledError(ExecutionError):
 
 class ApprovalRefusedError(ExecutionError):
     code = "approval_refused"
+
+
+class RepeatedCallError(ExecutionError):
+    """A tool was about to be called again with resolved arguments it was already called with
+    ``RunPolicy.max_identical_calls`` times in this run; the call is not made. ``previous``
+    names the earlier calls (step, item, iteration)."""
+
+    code = "repeated_call"
+
+    def __init__(self, message: str, *, previous: tuple[str, ...] = (), **ids: Any) -> None:
+        super().__init__(message, **ids)
+        self.previous = previous
 
 
 class StoreError(PlanrailError):
