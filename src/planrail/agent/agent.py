@@ -22,8 +22,10 @@ from planrail.agent.approval import (
 )
 from planrail.agent.llm_step import LLMStepHandler
 from planrail.agent.result import AgentResult, Trace
+from planrail.agent.stages import kept_calls, stage_failure_text
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.executor import Execution, FailureMode
+from planrail.engine.guards import CallGuard
 from planrail.engine.result import RunResult, StepResult
 from planrail.llm.base import LLM
 from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable
@@ -32,6 +34,7 @@ from planrail.plan.model import Plan
 from planrail.plan.tools import AnyTool, ToolRegistry
 from planrail.planner.planner import Planner, PlanningError
 from planrail.planner.retry import LLMRetry
+from planrail.policies.limits import RunPolicy
 from planrail.types import Clock, Observer, StepStatus
 
 __all__ = ["Agent", "RunContext"]
@@ -50,6 +53,8 @@ class RunContext:
     result: AgentResult
     args: dict[str, Any] = field(default_factory=dict)
     """The resolved arguments of the last execution's steps (for the replan prompt)."""
+    calls: CallGuard | None = None
+    """The repeated-call guard, shared by the plan and its replans."""
 
 
 class Agent:
@@ -80,6 +85,7 @@ class Agent:
         failure_mode: FailureMode = "continue",
         models: Callable[[str], LLM] | None = None,
         summary_chars: int = 4000,
+        policy: RunPolicy | None = None,
     ) -> None:
         if max_replans < 0:
             raise ValueError("max_replans must be >= 0")
@@ -99,6 +105,8 @@ class Agent:
         self.failure_mode: FailureMode = failure_mode
         self.models = models
         self.summary_chars = summary_chars
+        self.policy = policy or RunPolicy()
+        """The run policy of every execution (repeated-call guard, limits, resources)."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -147,9 +155,9 @@ class Agent:
             on_event=lambda kind, data: trace.note(kind, **data),
         )
         result = AgentResult(goal, trace=trace.events)
-        return RunContext(
-            goal, meter, llm, trace, planner, LLMStepHandler(llm, models=models), result
-        )
+        handler = LLMStepHandler(llm, models=models)
+        calls = CallGuard.for_policy(self.policy)
+        return RunContext(goal, meter, llm, trace, planner, handler, result, calls=calls)
 
     async def _first(self, ctx: RunContext) -> None:
         if self.stream and ctx.llm.supports_streaming:
@@ -211,6 +219,8 @@ class Agent:
             open_plan=open_plan,
             approval=record,
             restored=reuse,
+            policy=self.policy,
+            call_guard=ctx.calls,
         )
 
     async def execute(
@@ -249,7 +259,7 @@ class Agent:
         if run is None or plan is None:
             return False
         failed = [sid for sid, r in run.steps.items() if r.status == StepStatus.FAILED]
-        if not failed:
+        if not failed and not run.rejected_stages:
             return False
         finished = _reusable(plan, run)
         res.replans += 1
@@ -258,7 +268,7 @@ class Agent:
             ctx.goal,
             plan,
             {sid: run.steps[sid].output for sid in finished},
-            _failure_text(plan, run, failed, ctx.args),
+            _failure_text(plan, run, failed, ctx.args) + stage_failure_text(plan, run, finished),
             summary_chars=self.summary_chars,
         )
         res.attempts.extend(planning.attempts)
@@ -266,6 +276,8 @@ class Agent:
         record = await self.approve(ctx, planning.plan, f"replan {res.replans}", finished)
         if record is None:
             return False
+        if ctx.calls is not None:
+            ctx.calls.new_plan(kept_calls(plan, finished, ctx.args))
         await self.execute(ctx, planning.plan, record, {sid: run.steps[sid] for sid in finished})
         return True
 
