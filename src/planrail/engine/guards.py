@@ -22,8 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrail.errors import RepeatedCallError
 from planrail.plan.model import Step
@@ -32,9 +31,11 @@ from planrail.policies.limits import RunPolicy
 __all__ = ["CallGuard", "CallSite"]
 
 
-@dataclass(frozen=True, slots=True)
-class CallSite:
-    """Where a call was made: the step, and the item / iteration / fallback within it."""
+class CallSite(NamedTuple):
+    """Where a call was made: the step, and the item / iteration / fallback within it.
+
+    (A named tuple: one is made per call, and it is the cheapest immutable record.)
+    """
 
     step: str
     item: int | None = None
@@ -141,8 +142,15 @@ class CallGuard:
                 self._kept.setdefault(_key(tool, args), sid)
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)
+"""Built once: ``json.dumps`` with options builds an encoder per call (half the guard's cost)."""
+
+
 def _key(tool: str, args: Any) -> bytes:
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """16 bytes of BLAKE2b over the tool and the canonical JSON of the arguments."""
+    text = _CANONICAL.encode(args)
     return hashlib.blake2b(f"{tool}\0{text}".encode(), digest_size=16).digest()
 
 
