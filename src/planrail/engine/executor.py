@@ -434,7 +434,8 @@ class Execution:
     def _poll_stages(self) -> None:
         """Start due stage checks; start or skip the steps held for decided ones."""
         assert self._stages is not None
-        due, release, skip = self._stages.poll()
+        room = None if self.max_concurrency is None else self.max_concurrency - len(self._tasks)
+        due, release, skip = self._stages.poll(room)
         for boundary in due:
             self._stages.start(self._confirm(boundary))
         for sid in release:

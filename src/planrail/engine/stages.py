@@ -123,8 +123,11 @@ class StageGate:
         boundary.held.append(sid)
         return True
 
-    def poll(self) -> tuple[list[Boundary], list[str], list[tuple[str, str]]]:
-        """What to do now: boundaries to check, held steps to start, held steps to skip."""
+    def poll(
+        self, room: int | None = None
+    ) -> tuple[list[Boundary], list[str], list[tuple[str, str]]]:
+        """What to do now: boundaries to check, held steps to start (at most ``room``; the
+        others stay held for a later poll), held steps to skip."""
         due: list[Boundary] = []
         release: list[str] = []
         skip: list[tuple[str, str]] = []
@@ -136,7 +139,9 @@ class StageGate:
                 held, b.held = b.held, []
                 ready = [sid for sid in held if self.state(sid) == "ready"]
                 if b.state == "passed":
-                    release.extend(ready)
+                    free = len(ready) if room is None else max(room - len(release), 0)
+                    release.extend(ready[:free])
+                    b.held = ready[free:]
                 else:
                     why = f"stage '{b.stage.id}' was not confirmed: {b.reason}"
                     skip.extend((sid, why) for sid in ready)
