@@ -26,6 +26,7 @@
     │   ├── PolicyDeniedError           a security rule refused a tool call    (policies.security)
     │   │   └── CallNotApprovedError    also an ApprovalRefusedError           (policies.security)
     │   ├── ToolCallLimitError          the run made too many tool calls       (policies.security)
+    │   ├── RepeatedCallError           a tool called again with the same resolved arguments
     │   ├── AttemptTimeoutError         one attempt ran past ``timeout``       (policies.limits)
     │   ├── StepTimeoutError            a step ran past ``total_timeout``      (policies.limits)
     │   ├── DeadlineExceededError       the run's deadline passed              (policies.limits)
@@ -73,6 +74,7 @@ __all__ = [
     "PlanrailError",
     "ReferenceResolutionError",
     "ReferenceSyntaxError",
+    "RepeatedCallError",
     "RetryableError",
     "StoreCorruptError",
     "StoreError",
@@ -209,6 +211,18 @@ class ExecutionError(PlanrailError):
 
 class ApprovalRefusedError(ExecutionError):
     code = "approval_refused"
+
+
+class RepeatedCallError(ExecutionError):
+    """A tool was about to be called again with resolved arguments it was already called with
+    ``RunPolicy.max_identical_calls`` times in this run; the call is not made. ``previous``
+    names the earlier calls (step, item, iteration)."""
+
+    code = "repeated_call"
+
+    def __init__(self, message: str, *, previous: tuple[str, ...] = (), **ids: Any) -> None:
+        super().__init__(message, **ids)
+        self.previous = previous
 
 
 class StoreError(PlanrailError):

@@ -16,7 +16,9 @@ from typing import Any
 
 from planrail.agent.approval import ApprovalCallback, ApprovalPolicy, side_effecting_steps
 from planrail.agent.result import AgentResult, Trace
+from planrail.agent.stages import kept_calls, stage_failure_text
 from planrail.clock import SYSTEM_CLOCK
+from planrail.engine.call_guard import CallGuard
 from planrail.engine.executor import Execution, FailureMode, new_run_id
 from planrail.engine.result import RunResult, StepResult
 from planrail.llm.base import LLM
@@ -51,6 +53,8 @@ class RunContext:
     """The resolved arguments of the last execution's steps (for the replan prompt)."""
     run_id: str = ""
     """The store's run id of the first plan; replan N runs as ``RUN_ID-rN``."""
+    calls: CallGuard | None = None
+    """The repeated-call guard, shared by the plan and its replans."""
 
 
 class Agent:
@@ -112,7 +116,8 @@ class Agent:
         self.summary_chars = summary_chars
         self.store = store
         self.security = security
-        self.policy = policy
+        self.policy = policy or RunPolicy()
+        """The run policy of every execution (repeated-call guard, limits, resources)."""
         self.tool_runner = tool_runner
         self.approve_call = approve_call
         self.run_id = run_id
@@ -173,6 +178,7 @@ class Agent:
             LLMStepHandler(llm, models=models),
             result,
             run_id=self.run_id or new_run_id(),
+            calls=CallGuard.for_policy(self.policy),
         )
 
     async def _first(self, ctx: RunContext) -> None:
@@ -243,6 +249,7 @@ class Agent:
             "clock": self.clock,
             "restored": reuse,
             "reason": reason,
+            "call_guard": ctx.calls,
         }
         if open_plan:  # streamed: validated step by step, checkpointed once sealed
             execution = Execution(
@@ -307,7 +314,7 @@ class Agent:
         if run is None or plan is None:
             return False
         failed = [sid for sid, r in run.steps.items() if r.status == StepStatus.FAILED]
-        if not failed:
+        if not failed and not run.rejected_stages:
             return False
         finished = _reusable(plan, run)
         res.replans += 1
@@ -316,12 +323,14 @@ class Agent:
             ctx.goal,
             plan,
             {sid: run.steps[sid].output for sid in finished},
-            _failure_text(plan, run, failed, ctx.args),
+            _failure_text(plan, run, failed, ctx.args) + stage_failure_text(plan, run, finished),
             summary_chars=self.summary_chars,
         )
         res.attempts.extend(planning.attempts)
         res.plan = planning.plan
         reuse = {sid: run.steps[sid] for sid in finished}
+        if ctx.calls is not None:
+            ctx.calls.new_plan(kept_calls(plan, finished, ctx.args))
         await self.execute(ctx, planning.plan, reuse, reason=f"replan {res.replans}")
         return res.status != "refused"
 

@@ -148,11 +148,44 @@ def render_show(console: Console, view: RunView) -> None:
         )
     if s["error"]:
         console.print(Text(f"error    {s['error']}", "red"))
+    stages = _stages(view)
+    if stages is not None:
+        console.print(stages)
     console.print(_step_table(view))
     console.print(_timeline(view))
     if view.result.output is not None:
         console.print(Text("output", "bold"))
         console.print_json(json.dumps(view.result.output, ensure_ascii=False, default=str))
+
+
+def _stages(view: RunView) -> Table | None:
+    """The plan's stages as groups: sub-goal, steps with their status, the check's verdict."""
+    stages = view.plan.get("stages") or []
+    if not stages:
+        return None
+    verdicts = {
+        e["data"].get("stage"): e["data"]
+        for e in view.events
+        if e["type"] == EventType.STAGE_CHECKED
+    }
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("stage", "sub-goal", "steps", "check"):
+        table.add_column(col)
+    for stage in stages:
+        steps = Text()
+        for sid in stage.get("steps", []):
+            r = view.result.steps.get(sid)
+            icon, style = STATUS_STYLE.get(str(r.status) if r else "", ("", ""))
+            steps.append(f"{icon} {sid}  ", style)
+        verdict = verdicts.get(stage.get("id"))
+        if verdict is None:
+            check = Text("confirm: not reached" if stage.get("confirm") else "—", "dim")
+        elif verdict.get("ok"):
+            check = Text(f"confirmed: {verdict.get('reason')}", "green")
+        else:
+            check = Text(f"not confirmed: {verdict.get('reason')}", "red")
+        table.add_row(str(stage.get("id")), str(stage.get("goal", "")), steps, check)
+    return table
 
 
 def _step_table(view: RunView) -> Table:

@@ -41,6 +41,8 @@ class EventType(enum.StrEnum):
     POLICY_DECISION = "policy_decision"
     """A security policy vetted a tool call: ``action``, ``reason``, ``rule``, ``sources``,
     ``tool``, and for approvals ``args_hash`` and ``approved``."""
+    STAGE_CHECKED = "stage_checked"
+    """A ``confirm: true`` stage's check answered: ``stage``, ``ok``, ``reason``, ``usage``."""
     RUN_FINISHED = "run_finished"
 
 

@@ -29,6 +29,7 @@ from planrail.engine.approval import (
     ask,
     label_of,
 )
+from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import (
     Checkpointer,
     PlanMismatchError,
@@ -40,6 +41,7 @@ from planrail.engine.guard import SecurityGuard
 from planrail.engine.result import RunResult, StepResult
 from planrail.engine.runners import LocalRunner
 from planrail.engine.scheduler import Node, Scheduler, Skip
+from planrail.engine.stages import Boundary, StageGate, confirm_stage
 from planrail.engine.step_runner import (
     ActionHandler,
     Outcome,
@@ -53,6 +55,7 @@ from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance
 from planrail.plan.refs import resolve_value
 from planrail.plan.secrets import Redactor
+from planrail.plan.stages import stage_goals
 from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRunner
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import (
@@ -112,6 +115,7 @@ class Execution:
         policy_override: bool = False,
         reason: str = "plan",
         approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
+        call_guard: CallGuard | None = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -193,6 +197,10 @@ class Execution:
         self.scheduler = Scheduler(self._nodes(plan.steps))
         if self._sealed:
             self.scheduler.close()
+        self.calls = call_guard if call_guard is not None else CallGuard.for_policy(self.policy)
+        """The repeated-call guard (None: off); an agent shares one across its replans."""
+        self._stages = StageGate.for_plan(plan, self.scheduler.state) if plan.stages else None
+        self._stage_goals = stage_goals(plan)
 
     def _nodes(self, steps: Iterable[Step]) -> list[Node]:
         steps = list(steps)
@@ -275,6 +283,9 @@ class Execution:
             raise ValueError("the sealed plan lacks steps that were streamed")
         self.plan = plan
         self._sealed = True
+        if plan.stages:  # steps that started before the seal did not wait for a stage check
+            self._stage_goals.update(stage_goals(plan))
+            self._stages = self._stages or StageGate.for_plan(plan, self.scheduler.state)
         self.scheduler.close()
         held, self._held = self._held, []
         for sid in held:
@@ -342,6 +353,8 @@ class Execution:
             tools=self.registry,
             priorities=self._priority,
             on_attempt=self._on_attempt,
+            guard=None if self.calls is None else self.calls.check,
+            stage_goals=self._stage_goals,
         )
         self.status = "running"
         if self._ckpt is not None:
@@ -377,6 +390,8 @@ class Execution:
             finally:
                 for background in self._background:
                     background.cancel()
+                if self._stages is not None:
+                    self._stages.cancel()
                 if self._own_runner:
                     await self.tool_runner.aclose()
                 if self._ckpt is not None:
@@ -558,6 +573,7 @@ class Execution:
             steps=self.results,
             output=self.run_output,
             error=self.error,
+            rejected_stages=dict(self._stages.rejected) if self._stages is not None else {},
             plan_hash=self.plan.hash if self._ckpt is not None or self.approval else None,
         )
 
@@ -598,7 +614,7 @@ class Execution:
         while sched.has_ready() and not self._aborted:
             room = None if self.max_concurrency is None else self.max_concurrency - len(self._tasks)
             if room is not None and room <= 0:
-                return
+                break
             for sid in sched.take_ready(room):
                 if not self._sealed and not self.effects[sid].may_start_early:
                     self._held.append(sid)
@@ -609,8 +625,41 @@ class Execution:
                     self._restore(sid)
                 elif sid in self._in_doubt:
                     self._hold_in_doubt(sid)
+                elif self._stages is not None and self._stages.holds(sid):
+                    pass  # started or skipped once its stage's check is decided
                 else:
                     self._launch(sid)
+        if self._stages is not None and not self._aborted:
+            self._poll_stages()
+
+    def _poll_stages(self) -> None:
+        """Start due stage checks; start or skip the steps held for decided ones."""
+        assert self._stages is not None
+        room = None if self.max_concurrency is None else self.max_concurrency - len(self._tasks)
+        due, release, skip = self._stages.poll(room)
+        for boundary in due:
+            self._stages.start(self._confirm(boundary))
+        for sid in release:
+            self._launch(sid)
+        for sid, reason in skip:
+            self._skipped(self.scheduler.skip(sid, reason))
+        if skip:
+            self._dispatch()  # dependents with other join rules may have become ready
+
+    async def _confirm(self, boundary: Boundary) -> None:
+        """One stage check (see :mod:`planrail.engine.stages`), then act on its verdict."""
+        assert self._stages is not None
+        stage = boundary.stage
+        handler = self._extra_handlers.get("llm_call")
+        verdict = await confirm_stage(handler, self.plan, stage, self.results, run_id=self.run_id)
+        self._stages.decide(boundary, verdict)
+        data: dict[str, Any] = {"stage": stage.id, "ok": verdict.ok, "reason": verdict.reason}
+        if verdict.usage:
+            data["usage"] = verdict.usage
+        self._emit(E.STAGE_CHECKED, data=data)
+        if not verdict.ok and self.error is None:
+            self.error = f"stage '{stage.id}' was not confirmed: {verdict.reason}"
+        self._dispatch()
 
     def _restore(self, sid: str) -> None:
         stored = self._restored[sid]
@@ -904,7 +953,7 @@ class Execution:
             statuses.add(S.CANCELLED)
         if self._cancelled_by is not None:
             self.status = "cancelled"
-        elif S.FAILED in statuses or S.IN_DOUBT in statuses:
+        elif S.FAILED in statuses or S.IN_DOUBT in statuses or self._rejected():
             self.status = "failed"
         elif S.CANCELLED in statuses or S.PENDING in statuses or self._aborted:
             self.status = "cancelled" if S.CANCELLED in statuses or self._aborted else "failed"
@@ -924,6 +973,9 @@ class Execution:
                 self.error = f"the plan's output could not be resolved: {exc.message}"
         self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
         self._save_final()
+
+    def _rejected(self) -> bool:
+        return self._stages is not None and bool(self._stages.rejected)
 
     def _save_final(self) -> None:
         if self._ckpt is None:

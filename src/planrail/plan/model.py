@@ -24,6 +24,7 @@ __all__ = [
     "Plan",
     "Repeat",
     "RetrySpec",
+    "Stage",
     "Step",
 ]
 
@@ -131,6 +132,21 @@ class Step(BaseModel):
     """Typical seconds, used to start the longest remaining path first."""
 
 
+class Stage(BaseModel):
+    """A named group of steps with the sub-goal they must reach (see ``docs/plan-format.md``)."""
+
+    model_config = _FROZEN
+
+    id: str = Field(pattern=STEP_ID_PATTERN)
+    """Unique among the plan's stages."""
+    goal: str = Field(min_length=1)
+    """The stage's sub-goal: shown under the goal anchor to this stage's ``llm_call`` steps."""
+    steps: tuple[str, ...] = ()
+    """The ids of the steps the stage holds; a step is in at most one stage."""
+    confirm: bool = False
+    """Start the stage with a model's check that the finished stages reached their sub-goals."""
+
+
 class Plan(BaseModel):
     """A validated plan. Build one with :func:`planrail.load_plan` or :func:`planrail.validate`."""
 
@@ -142,6 +158,8 @@ class Plan(BaseModel):
     output: Any = None
     """What the run returns: JSON with references into the steps' outputs."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    stages: tuple[Stage, ...] = ()
+    """Optional stages, in the order they are reached (``planrail.plan.stages``)."""
 
     @cached_property
     def by_id(self) -> dict[str, Step]:

@@ -11,6 +11,7 @@ from planrail._memory import collector_paused
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.actions import ActionHandler
 from planrail.engine.approval import Approver
+from planrail.engine.call_guard import CallGuard
 from planrail.engine.executor import Execution, FailureMode
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import PlanValidationError, StoreError
@@ -57,6 +58,7 @@ def prepare(
     restored: Mapping[str, StepResult] | None = None,
     reason: str = "plan",
     approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
+    call_guard: CallGuard | None = None,
 ) -> Execution:
     """Validate ``plan`` against ``tools`` and return the :class:`~planrail.Execution` of one run.
 
@@ -106,6 +108,7 @@ def prepare(
             restored=restored,
             reason=reason,
             approval_policy=approval_policy,
+            call_guard=call_guard,
         )
 
 

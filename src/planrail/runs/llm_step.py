@@ -4,7 +4,8 @@ It lives in ``runs/`` (above ``engine/`` and ``llm/``) because it implements the
 :class:`~planrail.engine.step_runner.ActionHandler` (``llm/`` sits beside ``engine/`` and may
 not import it). What the model sees is deliberately small: the goal anchor first, then the
 step's prompt with its references filled, then the step's own arguments — only the inputs the
-step references, never the run's history or other steps' outputs.
+step references, never the run's history or other steps' outputs. A step in a stage also sees
+its stage's sub-goal under the goal anchor (and nothing of the other stages).
 """
 
 from __future__ import annotations
@@ -29,10 +30,19 @@ STEP_INSTRUCTIONS = (
 
 
 def step_messages(
-    goal: str, prompt: str, inputs: Any = None, output_schema: dict[str, Any] | None = None
+    goal: str,
+    prompt: str,
+    inputs: Any = None,
+    output_schema: dict[str, Any] | None = None,
+    *,
+    stage_goal: str | None = None,
 ) -> list[Message]:
-    """The messages of one ``llm_call``: the goal anchor always comes first."""
-    system = f"Goal: {goal}\n\n{STEP_INSTRUCTIONS}" if goal else STEP_INSTRUCTIONS
+    """The messages of one ``llm_call``: the goal anchor always comes first, then the sub-goal
+    of the step's own stage (if it is in one) — nothing of any other stage."""
+    anchor = f"Goal: {goal}\n" if goal else ""
+    if stage_goal:
+        anchor += f"Stage goal: {stage_goal}\n"
+    system = f"{anchor}\n{STEP_INSTRUCTIONS}" if anchor else STEP_INSTRUCTIONS
     user = prompt
     if inputs:
         user += "\n\nInputs:\n" + json.dumps(inputs, ensure_ascii=False, indent=1)
@@ -70,7 +80,9 @@ class LLMStepHandler:
         if not isinstance(prompt, str):  # the prompt was exactly one reference
             prompt = json.dumps(prompt, ensure_ascii=False)
         schema = step.output_schema
-        messages = step_messages(call.goal, prompt, call.args or None, schema)
+        messages = step_messages(
+            call.goal, prompt, call.args or None, schema, stage_goal=call.stage_goal
+        )
         llm, model = self._client(step.model)
         response = await llm.complete(messages, schema=schema, schema_name=step.id, model=model)
         for key, value in response.usage.to_dict().items():
