@@ -42,6 +42,8 @@ class Call:
     """Handlers add token usage here."""
     outputs: Mapping[str, Any] = field(default_factory=dict)
     """The outputs references are resolved from (``item``/``self`` included when defined)."""
+    stage_goal: str | None = None
+    """The sub-goal of the step's stage (``None`` for a step in no stage)."""
 
 
 class ActionHandler(Protocol):

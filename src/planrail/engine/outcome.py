@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from planrail.engine.attempts import Result, Tally, error_info
-from planrail.errors import PlanrailError
+from planrail.engine.attempts import Result, Tally
+from planrail.errors import PlanrailError, error_dict
 from planrail.types import StepStatus
 
 __all__ = ["Outcome", "failed", "fan_in", "message", "outcome_of"]
@@ -43,7 +43,7 @@ def fan_in(results: list[Result | None], tallies: list[Tally]) -> Outcome:
     failed = next(((i, r) for i, r in enumerate(results) if r is not None and not r.ok), None)
     if failed is not None:
         i, res = failed
-        error = error_info(res.exc) if res.exc is not None else None
+        error = error_dict(res.exc) if res.exc is not None else None
         if error is not None:
             error["message"] = f"item {i}: {error['message']}"
         reason = f"item {i} failed" + (f": {res.reason}" if res.reason else "")
@@ -90,7 +90,7 @@ def outcome_of(res: Result, tally: Tally) -> Outcome:
     assert res.exc is not None
     return Outcome(
         S.FAILED,
-        error=error_info(res.exc, retryable=res.retryable),
+        error=error_dict(res.exc, retryable=res.retryable),
         attempts=tally.attempts,
         args=res.args,
         history=tally.history,
@@ -101,7 +101,7 @@ def outcome_of(res: Result, tally: Tally) -> Outcome:
 
 
 def failed(exc: BaseException, reason: str) -> Outcome:
-    return Outcome(S.FAILED, error=error_info(exc), reason=reason)
+    return Outcome(S.FAILED, error=error_dict(exc), reason=reason)
 
 
 def message(exc: BaseException | None) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "Plan",
     "Repeat",
     "RetrySpec",
+    "Stage",
     "Step",
 ]
 
@@ -131,6 +132,21 @@ class Step(BaseModel):
     """Typical seconds, used to start the longest remaining path first."""
 
 
+class Stage(BaseModel):
+    """A named group of steps with the sub-goal they must reach (see ``docs/plan-format.md``)."""
+
+    model_config = _FROZEN
+
+    id: str = Field(pattern=STEP_ID_PATTERN)
+    """Unique among the plan's stages."""
+    goal: str = Field(min_length=1)
+    """The stage's sub-goal: shown under the goal anchor to this stage's ``llm_call`` steps."""
+    steps: tuple[str, ...] = ()
+    """The ids of the steps the stage holds; a step is in at most one stage."""
+    confirm: bool = False
+    """Start the stage with a model's check that the finished stages reached their sub-goals."""
+
+
 class Plan(BaseModel):
     """A validated plan. Build one with :func:`planrail.load_plan` or :func:`planrail.validate`."""
 
@@ -142,6 +158,8 @@ class Plan(BaseModel):
     output: Any = None
     """What the run returns: JSON with references into the steps' outputs."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    stages: tuple[Stage, ...] = ()
+    """Optional stages, in the order they are reached (``planrail.plan.stages``)."""
 
     @cached_property
     def by_id(self) -> dict[str, Step]:
@@ -162,5 +180,12 @@ class Plan(BaseModel):
 
     @cached_property
     def hash(self) -> str:
-        """``sha256:`` + the hex digest of :meth:`canonical_json`; what an approval is bound to."""
+        """``sha256:`` + the hex digest of :meth:`canonical_json`; what an approval is bound to.
+
+        Computed once; :meth:`fresh_hash` recomputes it from the plan's content as it is now."""
+        return self.fresh_hash()
+
+    def fresh_hash(self) -> str:
+        """The hash of the plan as it is now. Steps are frozen, but their ``args`` dicts are not:
+        the gate compares this, not the cached :attr:`hash`, with the approval."""
         return "sha256:" + hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()

@@ -7,6 +7,7 @@ The passes live in their own modules and share one :class:`~planrail.plan.valida
 - ``validate_args``: tools, arguments, fallback values;
 - ``validate_policies``: predicates (and their operand types), retry, loops, fan-out, joins,
   ``$first``;
+- ``stages``: the optional ``stages`` list; ``duplicates``: ``duplicate_call``;
 - ``placeholders``: literals that look like a reference in another syntax;
 - ``lints``: ``side_effect_race`` and ``needless_dependency``.
 
@@ -23,10 +24,12 @@ from typing import Any
 
 from planrail._memory import collector_paused
 from planrail.errors import PlanValidationError
+from planrail.plan.duplicates import duplicate_calls_pass
 from planrail.plan.lints import lints_pass
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
 from planrail.plan.placeholders import placeholders_pass
+from planrail.plan.stages import STAGE_CODES, stages_pass
 from planrail.plan.tools import AnyTool, ToolRegistry
 from planrail.plan.validate_args import arguments_pass, tools_pass
 from planrail.plan.validate_context import (
@@ -81,6 +84,7 @@ CODES = (
     "limit_exceeded",
     "invalid_policy",
     "invalid_predicate",
+    *STAGE_CODES,
     "duplicate_key",
     "placeholder_literal",
     *LINT_CODES,
@@ -192,6 +196,8 @@ _PASSES: list[Callable[[Context], None]] = [
     arguments_pass,
     _warnings,
     policies_pass,
+    stages_pass,
+    duplicate_calls_pass,
     placeholders_pass,
     lints_pass,
 ]

@@ -116,7 +116,7 @@ def normalize_pass(ctx: Context) -> None:
 
 def shape_pass(ctx: Context) -> None:
     """schema_error / invalid_id / duplicate_id / invalid_action / invalid_policy per step."""
-    allowed = {"goal", "steps", "output", "metadata"}
+    allowed = {"goal", "steps", "output", "metadata", "stages"}
     for key in ctx.raw:
         if key not in allowed:
             ctx.error(
