@@ -21,6 +21,7 @@
     │   │   └── ApprovalMismatchError  the approval was for another plan hash   (policies.security)
     │   ├── PolicyDeniedError          a security rule refused a tool call      (policies.security)
     │   ├── ToolCallLimitError         the run made too many tool calls         (policies.security)
+    │   ├── CallCrashedError           the process running a tool call died mid-call
     │   ├── AttemptTimeoutError, StepTimeoutError, DeadlineExceededError,
     │   │   LoopExhaustedError         time and loop limits                     (policies.limits)
     │   └── PlanMismatchError, RunBusyError, LeaseLostError   resume and leases (engine.checkpoint)
@@ -46,6 +47,7 @@ from typing import Any
 __all__ = [
     "ApprovalRefusedError",
     "ArgumentError",
+    "CallCrashedError",
     "ExecutionError",
     "OutputError",
     "PlanError",
@@ -173,6 +175,24 @@ class RunCancelledError(ExecutionError):
 
 class ApprovalRefusedError(ExecutionError):
     code = "approval_refused"
+
+
+class CallCrashedError(ExecutionError):
+    """The process running a tool call died mid-call (a Ray worker or actor exited, its node
+    was lost): the attempt crashed, and whether its effect happened is unknown.
+
+    A tool that honours idempotency keys (``side_effects`` ``none``, ``idempotent``, ``keyed``)
+    may be called again with the same key: the error is ``retryable`` and the step's retry
+    policy decides. Any other tool is ``in_doubt``: never retried, no fallback taken; the step
+    waits for an operator (``planrail resolve``), as after a crash of planrail itself.
+    """
+
+    code = "call_crashed"
+
+    def __init__(self, message: str, *, in_doubt: bool, **ids: Any) -> None:
+        super().__init__(message, **ids)
+        self.in_doubt = in_doubt
+        self.retryable = not in_doubt
 
 
 class StoreError(PlanrailError):

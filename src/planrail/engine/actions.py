@@ -61,11 +61,18 @@ class ToolAction:
     def __init__(self, registry: ToolRegistry, runner: ToolRunner) -> None:
         self.registry = registry
         self.runner = runner
+        self._placed: dict[str, Tool] = {}
+        """Per step with its own ``compute``: its tool with that placement."""
 
     async def __call__(self, call: Call) -> Any:
-        return await self.call_tool(
-            self.registry.executable(call.step.tool or ""), call.args, call.ctx
-        )
+        step = call.step
+        tool = self.registry.executable(step.tool or "")
+        if step.compute is not None and isinstance(tool, Tool):
+            placed = self._placed.get(step.id)
+            if placed is None or placed.fn is not tool.fn:
+                placed = self._placed[step.id] = tool.with_compute(step.compute)
+            tool = placed
+        return await self.call_tool(tool, call.args, call.ctx)
 
     async def call_tool(self, tool: ToolProtocol, args: Any, ctx: StepContext) -> Any:
         """Validate ``args``, call ``tool``, return its output as plain JSON data."""

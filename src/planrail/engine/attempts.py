@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from planrail.errors import PlanrailError
+from planrail.errors import CallCrashedError, PlanrailError
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
 from planrail.policies.resources import ResourceGate
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy, retry_after_of
@@ -263,8 +263,11 @@ class AttemptLoop:
 
     @staticmethod
     def _classify(exc: Exception, policy: RetryPolicy) -> tuple[bool, bool]:
-        """(fatal, retryable): a run-wide limit (deadline, LLM budget) stops the whole run."""
+        """(fatal, retryable): a run-wide limit (deadline, LLM budget) stops the whole run; a
+        call that crashed with its effect in doubt is never retried, whatever the policy says."""
         fatal = isinstance(exc, DeadlineExceededError) or bool(getattr(exc, "fatal", False))
+        if isinstance(exc, CallCrashedError) and exc.in_doubt:
+            return fatal, False
         return fatal, not fatal and policy.should_retry(exc)
 
     def _record(

@@ -42,7 +42,7 @@ from planrail.engine.attempts import (
     Tally,
     error_info,
 )
-from planrail.engine.outcome import Outcome, failed, fan_in, message, outcome_of
+from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
 from planrail.errors import PlanrailError, ReferenceResolutionError
 from planrail.plan.compiled import Filler
 from planrail.plan.first import compile_args, fill_first
@@ -283,7 +283,8 @@ class StepRunner:
                 res = await self.loop.run(
                     self._attempt(job, step, outputs, args, index, tally), tally
                 )
-        if not res.ok and not res.fatal and step.fallback is not None:
+        # A call whose effect is in doubt takes no fallback: the first may have happened.
+        if not res.ok and not res.fatal and step.fallback is not None and not in_doubt(res):
             res = await self._fallback(job, outputs, index, tally, res)
         return res
 
@@ -442,6 +443,7 @@ class StepRunner:
                     "fallback": None,
                     "repeat": None,
                     "for_each": None,
+                    "compute": None,
                 }
             )
         return fb_step
@@ -512,7 +514,7 @@ class StepRunner:
 
 
 _POLICY_FIELDS = frozenset(
-    ("for_each", "repeat", "fallback", "timeout", "total_timeout", "retry", "resource")
+    ("for_each", "repeat", "fallback", "timeout", "total_timeout", "retry", "resource", "compute")
 )
 """Step fields that put a policy around the call; a step that set none of them (pydantic's
 ``model_fields_set``) has them all at their default, None."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -31,6 +31,8 @@ STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 Action = Literal["tool_call", "llm_call", "condition_check"]
 ACTIONS: tuple[str, ...] = ("tool_call", "llm_call", "condition_check")
+
+ComputeKey = Literal["num_cpus", "num_gpus", "memory"]
 
 JoinRule = Literal["all_succeeded", "all_finished", "any_succeeded"]
 JOIN_RULES: tuple[str, ...] = ("all_succeeded", "all_finished", "any_succeeded")
@@ -129,6 +131,10 @@ class Step(BaseModel):
     requires_approval: bool | None = None
     estimated_duration: float | None = Field(default=None, ge=0)
     """Typical seconds, used to start the longest remaining path first."""
+    compute: dict[ComputeKey, Annotated[float, Field(ge=0)]] | None = None
+    """What one call of the step's tool needs where it runs (``num_cpus``, ``num_gpus``,
+    ``memory`` in bytes), key by key over the tool's own ``compute``; used by runners that
+    place calls on a cluster (Ray), ignored by the local runner."""
 
 
 class Plan(BaseModel):
