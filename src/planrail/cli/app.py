@@ -21,7 +21,7 @@ from planrail.engine.result import RunResult
 from planrail.errors import PlanrailError, ToolLoadError
 from planrail.plan.catalog import load_catalog, load_tools
 from planrail.plan.model import Plan
-from planrail.plan.tools import ToolRegistry
+from planrail.plan.tools import ToolRegistry, ToolRunner
 from planrail.plan.validate import ValidationReport, validate
 from planrail.policies.security import CallApprovalRequest, SecurityPolicy
 from planrail.store import Store, open_store
@@ -182,15 +182,25 @@ def approve(
     return record if typer.confirm("Run this plan?", default=False, err=True) else None
 
 
-def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult:
-    """Run with live progress; Ctrl-C cancels the run cleanly and exits 130."""
+def execute(
+    execution: Execution, console: Console, *, quiet: bool, close: ToolRunner | None = None
+) -> RunResult:
+    """Run with live progress; Ctrl-C cancels the run cleanly and exits 130. ``close`` is a
+    tool runner the command made for the run (an execution closes only its own)."""
     from planrail.cli.progress import make_progress
+
+    async def run_then_close() -> RunResult:
+        try:
+            return await execution.run()
+        finally:
+            if close is not None:
+                await close.aclose()
 
     progress = make_progress(console, [s.id for s in execution.plan.steps], quiet=quiet)
     execution.observers.append(progress)
     with progress:
         try:
-            return asyncio.run(execution.run())
+            return asyncio.run(run_then_close())
         except KeyboardInterrupt:
             pass
         except PlanrailError as exc:  # the run could not start: busy, or another plan
@@ -245,6 +255,20 @@ def run_cmd(
             " from tool or LLM output need approval at run time.",
         ),
     ] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend", help="Where tool calls run: local (this process) or ray (a Ray cluster)."
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="With --backend ray: auto (the cluster on this machine) or ray://HOST:PORT;"
+            " default: RAY_ADDRESS, else a local Ray started for the run.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Validate, approve and execute a plan by dependency (exit 1 if a step failed).
@@ -252,6 +276,7 @@ def run_cmd(
     A --run-id that already exists with the same plan resumes that run instead.
     """
     console = _out(json_out)
+    runner = tool_runner_for(backend, ray_address, max_concurrency, console)
     _check_plan_path(plan, console)
     registry = registry_from(tools, catalog, console)
     if not tools:
@@ -289,13 +314,33 @@ def run_cmd(
         approval=approval,
         security=security,
         approve_call=_ask_call(console) if security is not None else None,
+        tool_runner=runner,
     )
     from planrail.cli.progress import attach_observers
 
     attach_observers(execution, trace, console)
-    result = execute(execution, console, quiet=quiet or json_out)
+    result = execute(execution, console, quiet=quiet or json_out, close=runner)
     emit_result(result, console, json_out=json_out)
     raise typer.Exit(exit_code(result))
+
+
+def tool_runner_for(
+    backend: str, address: str | None, max_concurrency: int | None, console: Console
+) -> ToolRunner | None:
+    """The ``--backend`` runner (None: the execution's own local runner); exit 2 if unusable."""
+    if backend == "local":
+        if address is not None:
+            raise _fail(console, "--ray-address needs --backend ray", ExitCode.USAGE)
+        return None
+    if backend != "ray":
+        raise _fail(console, f"--backend must be local or ray, not {backend!r}", ExitCode.USAGE)
+    try:
+        from planrail.backends.ray import RayRunner
+    except ImportError:
+        raise _fail(
+            console, "--backend ray needs Ray: pip install 'planrail[ray]'", ExitCode.USAGE
+        ) from None
+    return RayRunner(address, max_concurrency=max_concurrency or 64)
 
 
 def _security_policy(path: Path | None, strict: bool, console: Console) -> SecurityPolicy | None:
