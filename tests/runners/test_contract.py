@@ -310,3 +310,43 @@ async def test_compute_declared_on_the_tool_or_the_step_is_accepted(
     result = await run(plan, runner)
     assert result.status == "succeeded"
     assert len(ledger.calls("w")) == len(ledger.calls("narrow")) == 1
+
+
+def _kept_plan(ledger: Ledger, n: int, **extra: Any) -> dict[str, Any]:
+    at = str(ledger)
+    return {
+        "steps": [
+            {
+                "id": "big",
+                "tool": "series",
+                "args": {"ledger": at, "step": "big", "n": n},
+                "remote_output": True,
+            },
+            {
+                "id": "sum",
+                "tool": "total",
+                "args": {"ledger": at, "step": "sum", "values": "${big}"},
+                "depends_on": ["big", *extra.get("also", [])],
+            },
+            *extra.get("steps", []),
+        ]
+    }
+
+
+async def test_a_remote_output_reaches_its_consumer_as_the_real_value(
+    runner: Any, ledger: Ledger
+) -> None:
+    """``remote_output``: on Ray the output stays in the object store and the step records a
+    handle (digest, size, preview); the local runner keeps it inline. Either way the consumer's
+    function receives the real list."""
+    result = await run(_kept_plan(ledger, 1000), runner)
+    assert result.status == "succeeded"
+    assert result.steps["sum"].output == sum(range(1000))
+    (call,) = ledger.calls("sum")
+    assert call["kind"] == "list"
+    big = result.steps["big"].output
+    if runner is None:
+        assert big == list(range(1000))
+    else:
+        assert set(big) == {"$ray_object", "digest", "bytes", "preview"}
+        assert big["preview"].startswith("[0,1,2,3")

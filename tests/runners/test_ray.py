@@ -199,3 +199,42 @@ async def test_compute_places_calls_on_ray(ray_runner: Any, ledger: Ledger) -> N
     order = ledger.order()
     assert order[0][1] == order[1][1]  # the first call ended before the second started
     assert [ev for ev, _ in order] == ["start", "end", "start", "end"]
+
+
+async def test_a_kept_output_is_recorded_as_a_digest_and_cannot_outlive_its_runner(
+    ray_runner: Any, ledger: Ledger, tmp_path: Path
+) -> None:
+    """The checkpoint of a ``remote_output`` step holds its digest (of the canonical JSON),
+    size and a preview — not the data. A resume in another runner restores the step, but the
+    object died with the runner that held it: the consumer fails, saying so (never a None)."""
+    import hashlib
+    import json
+
+    from planrail.backends.ray import RayRunner
+
+    from .test_contract import _kept_plan
+
+    unlock = tmp_path / "unlock"
+    at = str(ledger)
+    gate = {"id": "g", "tool": "gate", "args": {"ledger": at, "step": "g", "unlock": str(unlock)}}
+    plan = _kept_plan(ledger, 500, also=["g"], steps=[gate])
+    store = SQLiteStore(tmp_path / "runs.db")
+    later = RayRunner(actors=1)
+    try:
+        first = await run(plan, ray_runner, store=store, run_id="run_kept")
+        stored = store.get_steps("run_kept")["big"].output
+        unlock.touch()
+        second = await run(plan, later, store=store, run_id="run_kept")
+    finally:
+        await later.aclose()
+        store.close()
+    text = json.dumps(list(range(500)), separators=(",", ":"))
+    assert first.steps["sum"].status == S.SKIPPED
+    assert stored["digest"] == "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    assert stored["bytes"] == len(text)
+    assert text.startswith(stored["preview"])
+    assert len(stored["preview"]) < len(text)
+    assert second.steps["big"].status == S.SUCCEEDED  # restored, not run again
+    assert len(ledger.calls("big")) == 1
+    assert second.steps["sum"].status == S.FAILED
+    assert "it is gone" in (second.steps["sum"].reason or second.steps["sum"].error["message"])

@@ -108,6 +108,20 @@ def numbers(ctx: StepContext, ledger: str, step: str, n: int) -> list[int]:
 
 
 @planrail.tool(side_effects="none")
+def series(ctx: StepContext, ledger: str, step: str, n: int) -> list[int]:
+    """A large-ish output: ``[0, 1, ..., n - 1]``."""
+    _start(ledger, step, ctx)
+    return list(range(n))
+
+
+@planrail.tool(side_effects="none")
+def total(ctx: StepContext, ledger: str, step: str, values: Any) -> int:
+    """Sum ``values`` — the real list, even when its producer left it in Ray's object store."""
+    _start(ledger, step, ctx, kind=type(values).__name__)
+    return sum(values)
+
+
+@planrail.tool(side_effects="none")
 def double(ctx: StepContext, ledger: str, step: str, x: int) -> int:
     """One item of a fan-out: ``2 * x``."""
     _start(ledger, step, ctx, x=x)
@@ -208,6 +222,8 @@ ALL = [
     broken,
     backup,
     numbers,
+    series,
+    total,
     double,
     ablock,
     block,

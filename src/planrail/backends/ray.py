@@ -24,7 +24,9 @@ See ``docs/distributed.md``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
+import json
 import math
 import os
 from collections import deque
@@ -35,7 +37,7 @@ import ray
 import ray.exceptions as rex
 
 from planrail.backends.shipping import Locator, ToolShippingError, locate, resolve
-from planrail.errors import CallCrashedError
+from planrail.errors import CallCrashedError, ReferenceResolutionError
 from planrail.plan.tools import Tool
 
 __all__ = ["RayRunner", "ToolShippingError"]
@@ -55,12 +57,42 @@ _CRASHES: tuple[type[BaseException], ...] = (
 # ---------------------------------------------------------------------- the worker side
 
 
-@ray.remote(max_retries=0, retry_exceptions=False)
-def _run_task(locator: Locator, kwargs: dict[str, Any]) -> Any:
+HANDLE = "$ray_object"
+"""The key that marks a step output left in the object store (``remote_output``)."""
+
+
+def _execute(locator: Locator, kwargs: dict[str, Any]) -> Any:
+    """One call in a task's worker (an async tool gets an event loop of its own)."""
     tool = resolve(locator)
+    kwargs = {k: ray.get(v) if isinstance(v, ray.ObjectRef) else v for k, v in kwargs.items()}
     if tool.is_async:
         return asyncio.run(tool.fn(**kwargs))
     return tool.fn(**kwargs)
+
+
+_run_task = ray.remote(max_retries=0, retry_exceptions=False)(_execute)
+
+
+@ray.remote(max_retries=0, retry_exceptions=False, num_returns=2)
+def _run_task_kept(locator: Locator, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """As :func:`_run_task`, keeping the checked output here: ``(summary, output)``."""
+    return _summarised(locator, _execute(locator, kwargs))
+
+
+def _summarised(locator: Locator, raw: Any) -> tuple[dict[str, Any], Any]:
+    value = resolve(locator).output(raw)  # checked against the return type where it lives
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data = text.encode()
+    summary = {
+        "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "preview": text[:PREVIEW_CHARS],
+    }
+    return summary, value
+
+
+PREVIEW_CHARS = 200
+"""How much of a kept output's JSON text the run records."""
 
 
 @ray.remote(max_retries=0, retry_exceptions=False)
@@ -100,9 +132,17 @@ class _ToolActor:
         assert task is not None
         self._running[call_id] = task
         try:
+            for k, v in kwargs.items():
+                if isinstance(v, ray.ObjectRef):
+                    kwargs[k] = await v
             return await resolve(locator).fn(**kwargs)
         finally:
             del self._running[call_id]
+
+    async def call_kept(
+        self, call_id: int, locator: Locator, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], Any]:
+        return _summarised(locator, await self.call(call_id, locator, kwargs))
 
     async def cancel(self, call_id: int) -> None:
         task = self._running.get(call_id)
@@ -120,6 +160,11 @@ _RemoteActor = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(_ToolA
 
 class RayRunner:
     """Python tool calls on Ray (see the module docstring).
+
+    A step with ``remote_output`` leaves its (checked) output in the object store: the step's
+    output is a handle ``{"$ray_object", "digest", "bytes", "preview"}``, and a later call on
+    this runner that receives the handle as an argument gets the object itself, fetched by
+    its worker. The runner holds kept objects until :meth:`aclose`.
 
     ``address``: ``None`` attaches to the Ray runtime this process already initialised, or
     starts a local one (or joins ``RAY_ADDRESS``); ``"auto"`` joins the cluster running on this
@@ -159,10 +204,12 @@ class RayRunner:
         self._pool: list[Any] = []
         self._load: list[int] = []
         """Calls in flight on each actor of the pool."""
-        self._tasks: dict[tuple[tuple[str, float], ...], Any] = {}
+        self._tasks: dict[tuple[bool, tuple[tuple[str, float], ...]], Any] = {}
         """The task function bound to each placement (``.options`` once, not per call)."""
         self._env_options: dict[str, Any] = {}
         self._ids = itertools.count(1)
+        self._kept: dict[str, Any] = {}
+        """Outputs left in the object store (``remote_output``), by handle, for the run."""
 
     # ------------------------------------------------------------------ the seam
 
@@ -207,6 +254,9 @@ class RayRunner:
                 )
             )
 
+    keeps_outputs = True
+    """Honours a step's ``remote_output``."""
+
     def call(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
         return self._call(tool, kwargs)
 
@@ -216,6 +266,7 @@ class RayRunner:
         for actor in pool:
             ray.kill(actor, no_restart=True)
         self._locators.clear()
+        self._kept.clear()
         if self._initialised:
             self._initialised = False
             ray.shutdown()
@@ -226,6 +277,8 @@ class RayRunner:
         locator = self._locators.get(id(tool.fn))
         if locator is None:  # a tool prepare() did not see (a streamed plan's later step)
             locator = self._locators[id(tool.fn)] = locate(tool)
+        kwargs = self._fetchable(tool, kwargs)
+        keep = tool.remote_output
         compute = tool.spec.compute
         if tool.is_async and not compute:
             index = self._least_loaded()
@@ -233,12 +286,42 @@ class RayRunner:
             self._load[index] += 1
             call_id = next(self._ids)
             try:
+                if keep:
+                    kept = actor.call_kept.options(num_returns=2).remote(call_id, locator, kwargs)
+                    summary = await self._await(kept[0], tool, actor, call_id)
+                    return self._handle(summary, kept[1])
                 ref = actor.call.remote(call_id, locator, kwargs)
                 return await self._await(ref, tool, actor, call_id)
             finally:
                 if index < len(self._load) and self._pool[index] is actor:
                     self._load[index] -= 1
+        if keep:
+            kept = self._task(compute, kept=True).remote(locator, kwargs)
+            return self._handle(await self._await(kept[0], tool, None), kept[1])
         return await self._await(self._task(compute).remote(locator, kwargs), tool, None)
+
+    def _handle(self, summary: dict[str, Any], ref: Any) -> dict[str, Any]:
+        """A kept output as the step records it; the runner holds the object for the run."""
+        key = ref.hex()
+        self._kept[key] = ref
+        return {HANDLE: key, **summary}
+
+    def _fetchable(self, tool: Tool, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Arguments that are handles of kept outputs become their objects (fetched by the
+        worker, never through this process); a handle whose object is gone is an error."""
+        swapped: dict[str, Any] | None = None
+        for name, value in kwargs.items():
+            if type(value) is dict and HANDLE in value:
+                ref = self._kept.get(value[HANDLE])
+                if ref is None:
+                    raise ReferenceResolutionError(
+                        f"argument '{name}' of tool '{tool.name}' is an output left in Ray's"
+                        f" object store by an earlier process ({value.get('digest')}); it is"
+                        " gone: run the step that produced it again (a new run)"
+                    )
+                swapped = swapped if swapped is not None else dict(kwargs)
+                swapped[name] = ref
+        return kwargs if swapped is None else swapped
 
     def _least_loaded(self) -> int:
         if not self._pool:
@@ -246,15 +329,16 @@ class RayRunner:
         load = self._load
         return min(range(len(load)), key=load.__getitem__)
 
-    def _task(self, compute: Mapping[str, float] | None) -> Any:
-        key = tuple(sorted((compute or {}).items()))
+    def _task(self, compute: Mapping[str, float] | None, *, kept: bool = False) -> Any:
+        key = (kept, tuple(sorted((compute or {}).items())))
         fn = self._tasks.get(key)
         if fn is None:
+            base = _run_task_kept if kept else _run_task
             options: dict[str, Any] = dict(self._env_options)
             options.update(compute or {})
             if "memory" in options:
                 options["memory"] = int(options["memory"])
-            fn = self._tasks[key] = _run_task.options(**options) if options else _run_task
+            fn = self._tasks[key] = base.options(**options) if options else base
         return fn
 
     async def _await(self, ref: Any, tool: Tool, actor: Any, call_id: int = 0) -> Any:

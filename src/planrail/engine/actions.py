@@ -62,15 +62,17 @@ class ToolAction:
         self.registry = registry
         self.runner = runner
         self._placed: dict[str, Tool] = {}
-        """Per step with its own ``compute``: its tool with that placement."""
+        """Per step with its own ``compute`` or ``remote_output``: its tool placed so."""
 
     async def __call__(self, call: Call) -> Any:
         step = call.step
         tool = self.registry.executable(step.tool or "")
-        if step.compute is not None and isinstance(tool, Tool):
+        keep = step.remote_output and bool(getattr(self.runner, "keeps_outputs", False))
+        if (step.compute is not None or keep) and isinstance(tool, Tool):
             placed = self._placed.get(step.id)
             if placed is None or placed.fn is not tool.fn:
-                placed = self._placed[step.id] = tool.with_compute(step.compute)
+                placed = tool.placed(step.compute, remote_output=keep)
+                self._placed[step.id] = placed
             tool = placed
         return await self.call_tool(tool, call.args, call.ctx)
 

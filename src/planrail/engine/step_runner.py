@@ -249,7 +249,7 @@ class StepRunner:
         if not isinstance(handler, ToolAction) or self.loop.deadline is not None:
             return None
         if not _POLICY_FIELDS.isdisjoint(step.model_fields_set) and any(
-            getattr(step, f) is not None for f in _POLICY_FIELDS
+            getattr(step, f) not in (None, False) for f in _POLICY_FIELDS
         ):
             return None
         name = step.tool or ""
@@ -444,6 +444,7 @@ class StepRunner:
                     "repeat": None,
                     "for_each": None,
                     "compute": None,
+                    "remote_output": False,
                 }
             )
         return fb_step
@@ -514,10 +515,20 @@ class StepRunner:
 
 
 _POLICY_FIELDS = frozenset(
-    ("for_each", "repeat", "fallback", "timeout", "total_timeout", "retry", "resource", "compute")
+    (
+        "for_each",
+        "repeat",
+        "fallback",
+        "timeout",
+        "total_timeout",
+        "retry",
+        "resource",
+        "compute",
+        "remote_output",
+    )
 )
 """Step fields that put a policy around the call; a step that set none of them (pydantic's
-``model_fields_set``) has them all at their default, None."""
+``model_fields_set``) has them all at their default (None, or False for ``remote_output``)."""
 
 
 async def _now(outcome: Outcome) -> Outcome:

@@ -135,6 +135,9 @@ class Step(BaseModel):
     """What one call of the step's tool needs where it runs (``num_cpus``, ``num_gpus``,
     ``memory`` in bytes), key by key over the tool's own ``compute``; used by runners that
     place calls on a cluster (Ray), ignored by the local runner."""
+    remote_output: bool = False
+    """Leave the output where it was produced (Ray's object store): the run records a handle
+    (digest, size, preview) instead of the data. Ignored by runners that cannot (local)."""
 
 
 class Plan(BaseModel):

@@ -195,6 +195,8 @@ class Tool:
         """A return type whose values are already plain JSON: no conversion needed."""
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        self.remote_output = False
+        """Set on a step's copy (:meth:`placed`): the runner keeps the output, returns a handle."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -202,12 +204,19 @@ class Tool:
     def __repr__(self) -> str:
         return f"<planrail.Tool {self.name!r}>"
 
-    def with_compute(self, compute: Mapping[Any, float]) -> Tool:
-        """This tool with ``compute`` overriding, key by key, what it declares (a step's own
-        placement); the same function, schemas and name."""
+    def placed(
+        self, compute: Mapping[Any, float] | None = None, *, remote_output: bool = False
+    ) -> Tool:
+        """This tool as one step runs it: ``compute`` overriding, key by key, what the tool
+        declares; with ``remote_output`` its output stays where it was produced (the runner
+        checks it against the return type there and returns a handle, passed through as is)."""
         placed = copy.copy(self)
-        merged = {**(self.spec.compute or {}), **compute}
-        placed.spec = dataclasses.replace(self.spec, compute=merged)
+        if compute is not None:
+            merged = {**(self.spec.compute or {}), **compute}
+            placed.spec = dataclasses.replace(self.spec, compute=merged)
+        if remote_output:
+            placed.remote_output = True
+            placed._output_adapter = placed._scalar = None
         return placed
 
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
