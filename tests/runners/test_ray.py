@@ -125,10 +125,10 @@ def _closure_holding_a_lock() -> Any:
 
 
 async def test_a_tool_that_cannot_be_shipped_is_refused_before_the_run(
-    ray_runner: Any, ledger: Ledger
+    ray_runner: Any, ledger: Ledger, tmp_path: Path
 ) -> None:
     """A closure holding a lock cannot be imported by a worker nor pickled: the run is refused
-    before any step starts, with one line that says both."""
+    before any step starts — and before the store records it — with one line that says both."""
     locked = _closure_holding_a_lock()
     at = str(ledger)
     plan = {
@@ -145,8 +145,15 @@ async def test_a_tool_that_cannot_be_shipped_is_refused_before_the_run(
 
     registry = [*tools.ALL, locked]
     checked = validate(plan, registry).raise_for_errors()
-    with pytest.raises(ToolShippingError) as info:
-        await Execution(checked, registry, tool_runner=ray_runner).run()
+    store = SQLiteStore(tmp_path / "runs.db")
+    try:
+        with pytest.raises(ToolShippingError) as info:
+            await Execution(
+                checked, registry, tool_runner=ray_runner, store=store, run_id="run_refused"
+            ).run()
+        assert store.get_run("run_refused") is None  # nothing recorded, no lease held
+    finally:
+        store.close()
     message = info.value.message
     assert "\n" not in message
     assert "tool 'locked'" in message

@@ -266,10 +266,11 @@ class Execution:
         # only a run bound to an approval computes it.
         if self._sealed and self.approval is not None:
             check_approval(self.approval, self.plan.hash)
+        # The runner first: a tool it refuses stops the run before anything is recorded.
+        await self.tool_runner.prepare(self._python_tools())
         if self.store is not None:
             await self._open_checkpoint()
         self._wakeup = asyncio.Event()
-        await self.tool_runner.prepare(self._python_tools())
         self._runner = StepRunner(
             {"tool_call": ToolAction(self.registry, self.tool_runner), **self._extra_handlers},
             goal=self.plan.goal,
