@@ -210,6 +210,8 @@ class RayRunner:
         self._ids = itertools.count(1)
         self._kept: dict[str, Any] = {}
         """Outputs left in the object store (``remote_output``), by handle, for the run."""
+        self._checked: set[Locator] = set()
+        """Tools already imported on the workers by an earlier :meth:`prepare`."""
 
     # ------------------------------------------------------------------ the seam
 
@@ -220,14 +222,14 @@ class RayRunner:
         self._attach()
         for t in tools:
             self._locators[id(t.fn)] = locators[t.name]
-        if not locators:
-            return
-        wanted = list(dict.fromkeys(locators.values()))
-        width = max(1, min(16, int(_cluster_cpus())))
-        checks = [
-            _import_tools.options(num_cpus=1, **self._env_options).remote(wanted)
-            for _ in range(width)
-        ]
+        wanted = [loc for loc in dict.fromkeys(locators.values()) if loc not in self._checked]
+        checks = []
+        if wanted:
+            width = max(1, min(16, int(_cluster_cpus())))
+            checks = [
+                _import_tools.options(num_cpus=1, **self._env_options).remote(wanted)
+                for _ in range(width)
+            ]
         if any(t.is_async for t in tools) and not self._pool:
             per_actor = math.ceil(self.max_concurrency / self.actors)
             self._pool = [
@@ -235,7 +237,10 @@ class RayRunner:
                 for _ in range(self.actors)
             ]
             self._load = [0] * len(self._pool)
-            checks.extend(actor.ready.remote(wanted) for actor in self._pool)
+            every = list(dict.fromkeys(locators.values()))
+            checks.extend(actor.ready.remote(every) for actor in self._pool)
+        if not checks:
+            return
         try:
             found = await asyncio.gather(*checks)
         except rex.RayTaskError as exc:  # an actor could not import a tool
@@ -246,6 +251,7 @@ class RayRunner:
         for result in found:
             if isinstance(result, dict):
                 failed.update(result)
+        self._checked.update(loc for loc in wanted if loc[2] not in failed)
         if failed:
             raise ToolShippingError(
                 "; ".join(
@@ -267,6 +273,7 @@ class RayRunner:
             ray.kill(actor, no_restart=True)
         self._locators.clear()
         self._kept.clear()
+        self._checked.clear()
         if self._initialised:
             self._initialised = False
             ray.shutdown()
@@ -408,6 +415,8 @@ class RayRunner:
 
     def _attach(self) -> None:
         """``ray.init`` unless a runtime is attached; where ``runtime_env`` goes."""
+        if self._initialised:
+            return
         if ray.is_initialized():
             if self.runtime_env is not None:
                 self._env_options = {"runtime_env": self.runtime_env}
