@@ -10,7 +10,8 @@
     ├── ToolError                      a tool cannot be defined, found or loaded
     │   ├── ToolDefinitionError        a decorated function planrail cannot describe
     │   ├── ToolLoadError              a ``--tools`` module or ``--catalog`` file failed to load
-    │   └── UnknownToolError           a step names a tool no registry holds
+    │   ├── UnknownToolError           a step names a tool no registry holds
+    │   └── ToolShippingError          a tool cannot go to a runner's workers  (backends.shipping)
     ├── ReferenceResolutionError       ``${step.a.b}`` points at nothing in the real output
     ├── ArgumentError                  resolved arguments do not fit the tool's input schema
     ├── OutputError                    a tool's output does not fit its type, or is not JSON
