@@ -40,7 +40,9 @@ def _check_order_and_data(graph: Graph, ledger: Ledger) -> None:
 
 
 @pytest.mark.parametrize(
-    "graph", [DIAMOND, DOUBLE_DIAMOND, FAN, random_dag(3, n=10, p=0.3)], ids=lambda g: g.name
+    "graph",
+    [DIAMOND, DOUBLE_DIAMOND, FAN, *(random_dag(seed, n=10, p=0.3) for seed in (3, 7, 11))],
+    ids=lambda g: g.name,
 )
 async def test_every_step_runs_once_after_its_dependencies_with_their_real_outputs(
     graph: Graph, runner: Any, ledger: Ledger
@@ -54,6 +56,19 @@ async def test_every_step_runs_once_after_its_dependencies_with_their_real_outpu
         (call,) = ledger.calls(step)
         assert call["key"] == f"{result.run_id}:{step}"
         assert result.steps[step].output["token"] == f"{step}@{result.run_id}"
+
+
+async def test_max_concurrency_bounds_the_calls_in_flight(runner: Any, ledger: Ledger) -> None:
+    """With ``max_concurrency=2`` no more than two calls of the twelve-wide fan are ever in
+    flight (counted from the ledger's start/end order), and every step still runs once."""
+    result = await run(graph_plan(FAN, ledger), runner, max_concurrency=2)
+    assert result.status == "succeeded"
+    running = most = 0
+    for ev, _ in ledger.order():
+        running += 1 if ev == "start" else -1
+        most = max(most, running)
+    assert most <= 2
+    assert sorted(step for ev, step in ledger.order() if ev == "start") == sorted(FAN.steps)
 
 
 async def test_a_failure_skips_its_dependents_and_independent_branches_go_on(
