@@ -227,7 +227,7 @@ class BareRayEngine:
         return elapsed, list(outs) == [s["id"] for s in plan]
 
 
-def child(engine: str, quick: bool, repeats: int) -> dict[str, Any]:
+def child(engine: str, quick: bool, repeats: int, only: str | None = None) -> dict[str, Any]:
     """Runs in a fresh subprocess; the parent reads the JSON it prints."""
     if engine != "local":
         import ray
@@ -248,6 +248,8 @@ def child(engine: str, quick: bool, repeats: int) -> dict[str, Any]:
             await runner.run(warm, "io")
             await runner.run(warm, "cpu")
             for group, kind, dag in workloads(quick):
+                if only is not None and only not in dag["name"]:
+                    continue
                 times, cpu, ok = [], [], True
                 for _ in range(repeats):
                     c0 = time.process_time()
@@ -271,10 +273,14 @@ def child(engine: str, quick: bool, repeats: int) -> dict[str, Any]:
     return {"workloads": out, "peak_tree_rss_kib": memory.peak_kib}
 
 
-def in_subprocess(engine: str, quick: bool, repeats: int) -> dict[str, Any]:
+def in_subprocess(
+    engine: str, quick: bool, repeats: int, only: str | None = None
+) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.ray_runner", "--child", engine, "--repeats", str(repeats)]
     if quick:
         cmd.append("--quick")
+    if only is not None:
+        cmd += ["--only", only]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
@@ -353,11 +359,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=None, help="runs per workload per round")
     parser.add_argument("--rounds", type=int, default=None, help="fresh subprocesses per engine")
+    parser.add_argument(
+        "--only", help="run only the workloads whose name contains this (results: a separate file)"
+    )
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
     if args.child:
-        print(json.dumps(child(args.child, args.quick, repeats)))
+        print(json.dumps(child(args.child, args.quick, repeats, args.only)))
         return
     rounds = args.rounds or (1 if args.quick else 3)
     runs: list[dict[str, dict[str, Any]]] = []
@@ -365,18 +374,19 @@ def main(argv: list[str] | None = None) -> None:
         runs.append({})
         for engine in ENGINES:
             print(f"round {r + 1}/{rounds}: {engine} ...", flush=True)
-            runs[-1][engine] = in_subprocess(engine, args.quick, repeats)
+            runs[-1][engine] = in_subprocess(engine, args.quick, repeats, args.only)
             if "error" in runs[-1][engine]:
                 print(f"  {engine} failed: {runs[-1][engine]['error']}")
     results = merged(runs)
     report(results)
     path = write_json(
-        "ray_runner",
+        "ray_runner" if args.only is None else "ray_runner-only",
         args.quick,
         {
             "environment": environment(),
             "repeats": repeats,
             "rounds": rounds,
+            "only": args.only,
             "per_round": runs,
             "target_cp_s": QUICK_TARGET_CP_S if args.quick else TARGET_CP_S,
             "cpu_rounds": CPU_ROUNDS,
