@@ -365,3 +365,59 @@ async def test_a_remote_output_reaches_its_consumer_as_the_real_value(
     else:
         assert set(big) == {"$ray_object", "digest", "bytes", "preview"}
         assert big["preview"].startswith("[0,1,2,3")
+
+
+async def test_fail_fast_stops_the_calls_in_flight(runner: Any, ledger: Ledger) -> None:
+    """Under ``fail_fast`` a failure cancels what is running (its calls stopped where they can
+    be) and skips what has not started; the run fails."""
+    at = str(ledger)
+    plan = {
+        "steps": [
+            {"id": "hang", "tool": "ablock", "args": {"ledger": at, "step": "hang"}},
+            {"id": "bad", "tool": "work", "args": {"ledger": at, "step": "bad", "fail": True}},
+            {
+                "id": "later",
+                "tool": "work",
+                "args": {"ledger": at, "step": "later"},
+                "depends_on": ["hang"],
+            },
+        ]
+    }
+    result = await run(plan, runner, failure_mode="fail_fast")
+    assert result.status == "failed"
+    assert result.steps["bad"].status == S.FAILED
+    assert result.steps["hang"].status == S.CANCELLED
+    assert result.steps["later"].status == S.SKIPPED
+    assert len(ledger.entries("stopped")) == len(ledger.calls("hang"))
+    assert ledger.calls("later") == []
+
+
+async def test_join_rules_hold_on_every_runner(runner: Any, ledger: Ledger) -> None:
+    """``any_succeeded`` runs after one of two branches failed; ``all_succeeded`` is skipped
+    naming the failed branch; ``all_finished`` runs once both are over."""
+    at = str(ledger)
+
+    def join(sid: str, rule: str) -> dict[str, Any]:
+        return {
+            "id": sid,
+            "tool": "work",
+            "args": {"ledger": at, "step": sid},
+            "depends_on": ["ok", "bad"],
+            "join": rule,
+        }
+
+    plan = {
+        "steps": [
+            {"id": "ok", "tool": "awork", "args": {"ledger": at, "step": "ok"}},
+            {"id": "bad", "tool": "work", "args": {"ledger": at, "step": "bad", "fail": True}},
+            join("any", "any_succeeded"),
+            join("all", "all_succeeded"),
+            join("fin", "all_finished"),
+        ]
+    }
+    result = await run(plan, runner)
+    assert result.steps["any"].status == S.SUCCEEDED
+    assert result.steps["fin"].status == S.SUCCEEDED
+    assert result.steps["all"].status == S.SKIPPED
+    assert "bad" in (result.steps["all"].reason or "")
+    assert ledger.calls("all") == []
