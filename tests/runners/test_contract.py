@@ -1,7 +1,8 @@
 """The executor's contract, on every tool runner: the same tests on the local runner and on Ray.
 
-Ordering, real data flow, skips, retries, fallbacks, fan-out, timeouts, cancellation and resume
-must not depend on where a tool's function runs. The tools record into a ledger file (they may
+Ordering, real data flow, the concurrency limit, skips, joins, retries, fallbacks, fan-out,
+timeouts, cancellation, fail-fast, resume, placement and kept outputs must not depend on where a
+tool's function runs. The tools record into a ledger file (they may
 run in other processes), so every check is about what the tools really saw — never about how
 long anything took.
 """
