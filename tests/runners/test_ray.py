@@ -245,3 +245,20 @@ async def test_a_kept_output_is_recorded_as_a_digest_and_cannot_outlive_its_runn
     assert len(ledger.calls("big")) == 1
     assert second.steps["sum"].status == S.FAILED
     assert "it is gone" in (second.steps["sum"].reason or second.steps["sum"].error["message"])
+
+
+@pytest.mark.parametrize(("tool", "status"), [("pay_unsafe", S.IN_DOUBT), ("pay_keyed", S.FAILED)])
+async def test_a_crash_of_a_step_with_no_policy(
+    tool: str, status: StepStatus, ray_runner: Any, ledger: Ledger
+) -> None:
+    """On the plain path (no retry policy, no fallback): an unsafe tool's crash is ``in_doubt``;
+    a keyed tool's crash fails the step, marked retryable (a resume runs it with its key)."""
+    at = str(ledger)
+    plan = {"steps": [{"id": "pay", "tool": tool, "args": {"ledger": at, "step": "pay"}}]}
+    result = await run(plan, ray_runner)
+    pay = result.steps["pay"]
+    assert pay.status == status
+    assert pay.error is not None
+    assert pay.error["type"] == "CallCrashedError"
+    assert pay.error["retryable"] is (status == S.FAILED)
+    assert len(ledger.entries("effect")) == len(ledger.calls("pay")) == 1
