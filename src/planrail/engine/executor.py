@@ -162,7 +162,9 @@ class Execution:
         self._events: deque[Event] = deque()
         self._wakeup: asyncio.Event | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._own_runner = tool_runner is None
+        self.owns_runner = tool_runner is None
+        """Whether the execution made its tool runner (and closes it); a given one is the
+        caller's to close."""
         self.tool_runner: ToolRunner = tool_runner or LocalRunner(max_concurrency or 64)
         """Where the functions of Python tools run (the tool-runner seam)."""
         self._runner: StepRunner | None = None
@@ -335,6 +337,8 @@ class Execution:
             )
         if self._sealed and self.approval is not None:  # before anything is written or run
             check_approval(self.approval, self.plan.fresh_hash())
+        # The runner first: a tool it refuses stops the run before anything is recorded.
+        await self.tool_runner.prepare(self._python_tools())
         if self.store is not None:
             await self._open_checkpoint()
         if not await self._gate(needed):
@@ -343,7 +347,6 @@ class Execution:
             return
         self._build_guard()
         self._wakeup = asyncio.Event()
-        await self.tool_runner.prepare(self._python_tools())
         self._runner = StepRunner(
             {"tool_call": ToolAction(self.registry, self.tool_runner), **self._extra_handlers},
             goal=self.plan.goal,
@@ -392,7 +395,7 @@ class Execution:
                     background.cancel()
                 if self._stages is not None:
                     self._stages.cancel()
-                if self._own_runner:
+                if self.owns_runner:
                     await self.tool_runner.aclose()
                 if self._ckpt is not None:
                     self._ckpt.release()
@@ -854,9 +857,10 @@ class Execution:
             elif outcome.status == S.CANCELLED:
                 self._emit(E.STEP_CANCELLED, sid, outcome.attempts, {"reason": outcome.reason})
                 self._skipped(sched.cancelled(sid))
-            elif outcome.status == S.IN_DOUBT:
-                self._emit(E.STEP_IN_DOUBT, sid, outcome.attempts, {"reason": outcome.reason})
+            elif outcome.status == S.IN_DOUBT:  # its call crashed (CallCrashedError)
                 sched.in_doubt(sid)
+                data.update(error=outcome.error, reason=outcome.reason)
+                self._emit(E.STEP_IN_DOUBT, sid, outcome.attempts, data, at=finished)
             else:
                 data["error"] = outcome.error
                 self._emit(E.STEP_FAILED, sid, outcome.attempts, data, at=finished)

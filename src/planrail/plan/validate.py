@@ -329,6 +329,7 @@ _POLICY_FIELDS = {
     "max_parallel",
     "join",
     "estimated_duration",
+    "compute",
 }
 
 
