@@ -187,7 +187,7 @@ class Execution:
         self._approve_call = approve_call
         self._calling: set[str] = set()
         """Steps whose action has been called and has not finished (for cancellations)."""
-        self._seen_seq = 0
+        self._overrides: list[dict[str, Any]] = []
         self._priority: dict[str, float] = {}
         """Each step's remaining critical path (its priority when it waits for a resource)."""
         self._sealed = not open_plan
@@ -341,6 +341,8 @@ class Execution:
         await self.tool_runner.prepare(self._python_tools())
         if self.store is not None:
             await self._open_checkpoint()
+        for override in self._overrides:
+            self._emit(E.POLICY_OVERRIDDEN, data=override)
         if not await self._gate(needed):
             while self._events:
                 yield self._events.popleft()
@@ -448,7 +450,8 @@ class Execution:
                 " (policy_override=True, --override-policy), which is recorded",
                 run_id=self.run_id,
             )
-        self._emit(E.POLICY_OVERRIDDEN, data={"policy": which, "stored": stored, "now": given})
+        # Emitted once the checkpoint is open, so that the store records it with the run.
+        self._overrides.append({"policy": which, "stored": stored, "now": given})
 
     def policies(self) -> dict[str, Any]:
         """The policies this run runs under, as stored with it (and re-applied by resume)."""
