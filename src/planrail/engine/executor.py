@@ -559,6 +559,7 @@ class Execution:
                 approval=self.approval,
                 redactor=self.redactor,
                 policies=self.policies(),
+                effects=self.effects,
             )
             try:
                 stored, self._in_doubt = self._ckpt.open()
