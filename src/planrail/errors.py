@@ -15,7 +15,8 @@
     ├── ToolError                       a tool cannot be defined, found or loaded
     │   ├── ToolDefinitionError         a decorated function planrail cannot describe
     │   ├── ToolLoadError               a ``--tools`` module or ``--catalog`` file failed to load
-    │   └── UnknownToolError            a step names a tool no registry holds
+    │   ├── UnknownToolError            a step names a tool no registry holds
+    │   └── ToolShippingError           a tool cannot go to a runner's workers (backends.shipping)
     ├── ReferenceResolutionError        ``${step.a.b}`` points at nothing in the real output
     ├── ArgumentError                   resolved arguments do not fit the tool's input schema
     ├── OutputError                     a tool's output does not fit its type, or is not JSON
@@ -28,6 +29,7 @@
     │   │   └── CallNotApprovedError    also an ApprovalRefusedError           (policies.security)
     │   ├── ToolCallLimitError          the run made too many tool calls       (policies.security)
     │   ├── RepeatedCallError           a tool called again with the same resolved arguments
+    │   ├── CallCrashedError            the process running a tool call died mid-call
     │   ├── AttemptTimeoutError         one attempt ran past ``timeout``       (policies.limits)
     │   ├── StepTimeoutError            a step ran past ``total_timeout``      (policies.limits)
     │   ├── DeadlineExceededError       the run's deadline passed              (policies.limits)
@@ -66,6 +68,7 @@ from typing import Any
 __all__ = [
     "ApprovalRefusedError",
     "ArgumentError",
+    "CallCrashedError",
     "ExecutionError",
     "MissingExtraError",
     "OutputError",
@@ -224,6 +227,24 @@ class RepeatedCallError(ExecutionError):
     def __init__(self, message: str, *, previous: tuple[str, ...] = (), **ids: Any) -> None:
         super().__init__(message, **ids)
         self.previous = previous
+
+
+class CallCrashedError(ExecutionError):
+    """The process running a tool call died mid-call (a Ray worker or actor exited, its node
+    was lost): the attempt crashed, and whether its effect happened is unknown.
+
+    A tool that honours idempotency keys (``side_effects`` ``none``, ``idempotent``, ``keyed``)
+    may be called again with the same key: the error is ``retryable`` and the step's retry
+    policy decides. Any other tool is ``in_doubt``: never retried, no fallback taken; the step
+    waits for an operator (``planrail resolve``), as after a crash of planrail itself.
+    """
+
+    code = "call_crashed"
+
+    def __init__(self, message: str, *, in_doubt: bool, **ids: Any) -> None:
+        super().__init__(message, **ids)
+        self.in_doubt = in_doubt
+        self.retryable = not in_doubt
 
 
 class StoreError(PlanrailError):

@@ -26,7 +26,7 @@ from planrail.errors import PlanrailError, ToolLoadError
 from planrail.plan.catalog import load_catalog, load_tools
 from planrail.plan.graph import topological_order
 from planrail.plan.model import Plan
-from planrail.plan.tools import ToolRegistry
+from planrail.plan.tools import ToolRegistry, ToolRunner
 from planrail.plan.validate import ValidationReport
 from planrail.policies.security import CallApprovalRequest, SecurityPolicy
 from planrail.store import Store, open_store
@@ -142,6 +142,41 @@ BaseUrlOpt = Annotated[
     str | None,
     typer.Option("--base-url", help="OpenAI-compatible server (vLLM, Ollama, llama.cpp, …)."),
 ]
+
+
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--backend", help="Where tool calls run: local (this process) or ray (a Ray cluster)."
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="With --backend ray: auto (the cluster on this machine) or ray://HOST:PORT;"
+        " default: RAY_ADDRESS, else a local Ray started for the run.",
+    ),
+]
+
+
+def tool_runner_for(
+    backend: str, address: str | None, max_concurrency: int | None, console: Console
+) -> ToolRunner | None:
+    """The ``--backend`` runner (None: the execution's own local runner); exit 2 if unusable."""
+    if backend == "local":
+        if address is not None:
+            raise fail(console, "--ray-address needs --backend ray", ExitCode.USAGE)
+        return None
+    if backend != "ray":
+        raise fail(console, f"--backend must be local or ray, not {backend!r}", ExitCode.USAGE)
+    try:
+        from planrail.backends.ray import RayRunner
+    except ImportError:
+        raise fail(
+            console, "--backend ray needs Ray: pip install 'planrail[ray]'", ExitCode.USAGE
+        ) from None
+    return RayRunner(address, max_concurrency=max_concurrency or 64)
 
 
 def security_policy(path: Path | None, strict: bool, console: Console) -> SecurityPolicy | None:
@@ -263,14 +298,23 @@ def terminal_approver(console: Console, *, yes: bool) -> Approver:
 
 
 def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult:
-    """Run with live progress; Ctrl-C cancels the run cleanly and exits 130."""
+    """Run with live progress; Ctrl-C cancels the run cleanly and exits 130. A tool runner the
+    command made for the run (``--backend``) is closed after it (an execution closes only its
+    own)."""
     from planrail.cli.progress import make_progress
+
+    async def run_then_close() -> RunResult:
+        try:
+            return await execution.run()
+        finally:
+            if not execution.owns_runner:
+                await execution.tool_runner.aclose()
 
     progress = make_progress(console, [s.id for s in execution.plan.steps], quiet=quiet)
     execution.observers.append(progress)
     with progress:
         try:
-            return asyncio.run(execution.run())
+            return asyncio.run(run_then_close())
         except KeyboardInterrupt:
             pass
         except PlanrailError as exc:  # the run could not start: busy, another plan, a policy

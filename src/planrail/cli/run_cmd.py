@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from planrail.cli.common import (
+    BackendOpt,
     BaseUrlOpt,
     CatalogOpt,
     ExitCode,
@@ -17,6 +18,7 @@ from planrail.cli.common import (
     ModelOpt,
     PolicyOpt,
     QuietOpt,
+    RayAddressOpt,
     StoreOpt,
     StrictOpt,
     ToolsOpt,
@@ -35,6 +37,7 @@ from planrail.cli.common import (
     registry_from,
     report_invalid,
     security_policy,
+    tool_runner_for,
 )
 from planrail.cli.render import print_issues
 from planrail.errors import PlanrailError
@@ -122,6 +125,8 @@ def run_cmd(
     strict: StrictOpt = False,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    backend: BackendOpt = "local",
+    ray_address: RayAddressOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Validate, approve and execute a plan by dependency (exit 1 if a step failed).
@@ -146,6 +151,7 @@ def run_cmd(
         store=open_store_or_exit(store, console),
         security=security_policy(policy, strict, console),
         llm=open_llm_or_exit(model, base_url, console),
+        tool_runner=tool_runner_for(backend, ray_address, max_concurrency, console),
         run_id=run_id,
         max_concurrency=max_concurrency,
         failure_mode="fail_fast" if fail_fast else "continue",

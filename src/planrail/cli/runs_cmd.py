@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from planrail.cli.common import (
+    BackendOpt,
     BaseUrlOpt,
     CatalogOpt,
     ExitCode,
@@ -16,6 +17,7 @@ from planrail.cli.common import (
     ModelOpt,
     PolicyOpt,
     QuietOpt,
+    RayAddressOpt,
     StoreOpt,
     StrictOpt,
     ToolsOpt,
@@ -30,6 +32,7 @@ from planrail.cli.common import (
     out,
     registry_from,
     security_policy,
+    tool_runner_for,
 )
 from planrail.cli.render import print_issues
 from planrail.cli.run_cmd import run as run_on_terminal
@@ -67,6 +70,8 @@ def resume_cmd(
     ] = False,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    backend: BackendOpt = "local",
+    ray_address: RayAddressOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Continue a run from its checkpoint: succeeded steps are not run again.
@@ -103,6 +108,7 @@ def resume_cmd(
         security=security_policy(policy, strict, console),
         policy_override=override_policy,
         llm=open_llm_or_exit(model, base_url, console),
+        tool_runner=tool_runner_for(backend, ray_address, None, console),
         reason="resume",
         yes=yes,
         quiet=quiet,

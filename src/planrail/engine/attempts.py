@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from planrail.engine.resources import ResourceGate
-from planrail.errors import error_dict
+from planrail.errors import CallCrashedError, error_dict
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy, retry_after_of
 from planrail.types import Clock
@@ -266,8 +266,11 @@ class AttemptLoop:
 
     @staticmethod
     def _classify(exc: Exception, policy: RetryPolicy) -> tuple[bool, bool]:
-        """(fatal, retryable): a run-wide limit (deadline, LLM budget) stops the whole run."""
+        """(fatal, retryable): a run-wide limit (deadline, LLM budget) stops the whole run; a
+        call that crashed with its effect in doubt is never retried, whatever the policy says."""
         fatal = isinstance(exc, DeadlineExceededError) or bool(getattr(exc, "fatal", False))
+        if isinstance(exc, CallCrashedError) and exc.in_doubt:
+            return fatal, False
         return fatal, not fatal and policy.should_retry(exc)
 
     def _record(

@@ -162,7 +162,9 @@ class Execution:
         self._events: deque[Event] = deque()
         self._wakeup: asyncio.Event | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._own_runner = tool_runner is None
+        self.owns_runner = tool_runner is None
+        """Whether the execution made its tool runner (and closes it); a given one is the
+        caller's to close."""
         self.tool_runner: ToolRunner = tool_runner or LocalRunner(max_concurrency or 64)
         """Where the functions of Python tools run (the tool-runner seam)."""
         self._runner: StepRunner | None = None
@@ -185,7 +187,7 @@ class Execution:
         self._approve_call = approve_call
         self._calling: set[str] = set()
         """Steps whose action has been called and has not finished (for cancellations)."""
-        self._seen_seq = 0
+        self._overrides: list[dict[str, Any]] = []
         self._priority: dict[str, float] = {}
         """Each step's remaining critical path (its priority when it waits for a resource)."""
         self._sealed = not open_plan
@@ -335,15 +337,18 @@ class Execution:
             )
         if self._sealed and self.approval is not None:  # before anything is written or run
             check_approval(self.approval, self.plan.fresh_hash())
+        # The runner first: a tool it refuses stops the run before anything is recorded.
+        await self.tool_runner.prepare(self._python_tools())
         if self.store is not None:
             await self._open_checkpoint()
+        for override in self._overrides:
+            self._emit(E.POLICY_OVERRIDDEN, data=override)
         if not await self._gate(needed):
             while self._events:
                 yield self._events.popleft()
             return
         self._build_guard()
         self._wakeup = asyncio.Event()
-        await self.tool_runner.prepare(self._python_tools())
         self._runner = StepRunner(
             {"tool_call": ToolAction(self.registry, self.tool_runner), **self._extra_handlers},
             goal=self.plan.goal,
@@ -392,7 +397,7 @@ class Execution:
                     background.cancel()
                 if self._stages is not None:
                     self._stages.cancel()
-                if self._own_runner:
+                if self.owns_runner:
                     await self.tool_runner.aclose()
                 if self._ckpt is not None:
                     self._ckpt.release()
@@ -445,7 +450,8 @@ class Execution:
                 " (policy_override=True, --override-policy), which is recorded",
                 run_id=self.run_id,
             )
-        self._emit(E.POLICY_OVERRIDDEN, data={"policy": which, "stored": stored, "now": given})
+        # Emitted once the checkpoint is open, so that the store records it with the run.
+        self._overrides.append({"policy": which, "stored": stored, "now": given})
 
     def policies(self) -> dict[str, Any]:
         """The policies this run runs under, as stored with it (and re-applied by resume)."""
@@ -553,6 +559,7 @@ class Execution:
                 approval=self.approval,
                 redactor=self.redactor,
                 policies=self.policies(),
+                effects=self.effects,
             )
             try:
                 stored, self._in_doubt = self._ckpt.open()
@@ -854,9 +861,10 @@ class Execution:
             elif outcome.status == S.CANCELLED:
                 self._emit(E.STEP_CANCELLED, sid, outcome.attempts, {"reason": outcome.reason})
                 self._skipped(sched.cancelled(sid))
-            elif outcome.status == S.IN_DOUBT:
-                self._emit(E.STEP_IN_DOUBT, sid, outcome.attempts, {"reason": outcome.reason})
+            elif outcome.status == S.IN_DOUBT:  # its call crashed (CallCrashedError)
                 sched.in_doubt(sid)
+                data.update(error=outcome.error, reason=outcome.reason)
+                self._emit(E.STEP_IN_DOUBT, sid, outcome.attempts, data, at=finished)
             else:
                 data["error"] = outcome.error
                 self._emit(E.STEP_FAILED, sid, outcome.attempts, data, at=finished)

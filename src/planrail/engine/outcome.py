@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planrail.engine.attempts import Result, Tally
-from planrail.errors import PlanrailError, error_dict
+from planrail.errors import CallCrashedError, PlanrailError, error_dict
 from planrail.types import StepStatus
 
-__all__ = ["Outcome", "failed", "fan_in", "message", "outcome_of"]
+__all__ = ["Outcome", "failed", "fan_in", "in_doubt", "message", "outcome_of"]
 
 S = StepStatus
 
@@ -48,7 +48,7 @@ def fan_in(results: list[Result | None], tallies: list[Tally]) -> Outcome:
             error["message"] = f"item {i}: {error['message']}"
         reason = f"item {i} failed" + (f": {res.reason}" if res.reason else "")
         return Outcome(
-            S.FAILED,
+            S.IN_DOUBT if in_doubt(res) else S.FAILED,
             error=error,
             attempts=total.attempts,
             reason=reason,
@@ -89,15 +89,21 @@ def outcome_of(res: Result, tally: Tally) -> Outcome:
         )
     assert res.exc is not None
     return Outcome(
-        S.FAILED,
+        S.IN_DOUBT if in_doubt(res) else S.FAILED,
         error=error_dict(res.exc, retryable=res.retryable),
         attempts=tally.attempts,
         args=res.args,
         history=tally.history,
         usage=tally.usage,
         fatal=res.fatal,
-        reason=res.reason or (message(res.exc) if res.fatal else None),
+        reason=res.reason or (message(res.exc) if res.fatal or in_doubt(res) else None),
     )
+
+
+def in_doubt(res: Result) -> bool:
+    """Whether a unit of work ended in a crash that leaves its effect unknown
+    (:class:`~planrail.errors.CallCrashedError` of a tool that does not honour keys)."""
+    return isinstance(res.exc, CallCrashedError) and res.exc.in_doubt
 
 
 def failed(exc: BaseException, reason: str) -> Outcome:

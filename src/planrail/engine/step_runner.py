@@ -42,7 +42,7 @@ from planrail.engine.attempts import (
     Result,
     Tally,
 )
-from planrail.engine.outcome import Outcome, failed, fan_in, message, outcome_of
+from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
 from planrail.engine.resources import ResourceGate
 from planrail.errors import PlanrailError, ReferenceResolutionError, RepeatedCallError, error_dict
 from planrail.plan.compiled import Filler
@@ -255,7 +255,7 @@ class StepRunner:
         if not isinstance(handler, ToolAction) or self.loop.deadline is not None:
             return None
         if not _POLICY_FIELDS.isdisjoint(step.model_fields_set) and any(
-            getattr(step, f) is not None for f in _POLICY_FIELDS
+            getattr(step, f) not in (None, False) for f in _POLICY_FIELDS
         ):
             return None
         name = step.tool or ""
@@ -289,7 +289,8 @@ class StepRunner:
                 res = await self.loop.run(
                     self._attempt(job, step, outputs, args, index, tally), tally
                 )
-        if not res.ok and not res.fatal and step.fallback is not None:
+        # A call whose effect is in doubt takes no fallback: the first may have happened.
+        if not res.ok and not res.fatal and step.fallback is not None and not in_doubt(res):
             res = await self._fallback(job, outputs, index, tally, res)
         return res
 
@@ -456,6 +457,8 @@ class StepRunner:
                     "fallback": None,
                     "repeat": None,
                     "for_each": None,
+                    "compute": None,
+                    "remote_output": False,
                 }
             )
         return fb_step
@@ -526,10 +529,20 @@ class StepRunner:
 
 
 _POLICY_FIELDS = frozenset(
-    ("for_each", "repeat", "fallback", "timeout", "total_timeout", "retry", "resource")
+    (
+        "for_each",
+        "repeat",
+        "fallback",
+        "timeout",
+        "total_timeout",
+        "retry",
+        "resource",
+        "compute",
+        "remote_output",
+    )
 )
 """Step fields that put a policy around the call; a step that set none of them (pydantic's
-``model_fields_set``) has them all at their default, None."""
+``model_fields_set``) has them all at their default (None, or False for ``remote_output``)."""
 
 
 async def _now(outcome: Outcome) -> Outcome:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 
+from planrail.plan.effects import step_effect, tool_effect
 from planrail.plan.graph import critical_path_lengths, topological_order
 from planrail.plan.model import Step
 from planrail.plan.validate_context import Context, Level
@@ -57,30 +58,26 @@ def lints_pass(ctx: Context) -> None:
 def _effects(
     ctx: Context, order: list[str]
 ) -> tuple[dict[str, bool], dict[tuple[str, str], list[str]]]:
-    """Per step: whether it changes the world (an unknown tool is assumed to); and per thing
+    """Per step: whether it changes the world (:func:`~planrail.plan.effects.step_effect`:
+    an unknown tool is assumed to, a fallback's tool counts); and per thing
     changed — ``("resource", key)`` (the step's, else its tool's) or ``("tool", name)`` — the
     steps that change it, in ``order``."""
     effectful: dict[str, bool] = {}
     groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-    by_tool: dict[str | None, tuple[bool, tuple[str, str] | None]] = {}
+    # what follows depends only on the tools a step may call (its own, its fallback's): cached
+    by_tools: dict[tuple[str | None, str | None], tuple[bool, tuple[str, str] | None]] = {}
     first = ctx.first
     for sid in order:
         step = first[sid]
-        if step.action != "tool_call":
-            effectful[sid] = False
-            continue
-        found = by_tool.get(step.tool)
+        own = step.tool if step.action == "tool_call" else None
+        tools = (own, step.fallback.tool if step.fallback is not None else None)
+        found = by_tools.get(tools)
         if found is None:
-            spec = ctx.registry.spec(step.tool or "")
-            if spec is None:
-                found = (True, None)  # unknown: assumed to change the world, nothing known
-            elif spec.side_effects == "none":
-                found = (False, None)
-            elif spec.resource:
-                found = (True, ("resource", spec.resource))
-            else:
-                found = (True, ("tool", spec.name))
-            by_tool[step.tool] = found
+            spec = ctx.registry.spec(own) if own is not None else None
+            thing = None
+            if spec is not None and tool_effect(spec).changes_world:
+                thing = ("resource", spec.resource) if spec.resource else ("tool", spec.name)
+            found = by_tools[tools] = (step_effect(step, ctx.registry).changes_world, thing)
         changes, thing = found
         effectful[sid] = changes
         if thing is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -32,6 +32,8 @@ STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 Action = Literal["tool_call", "llm_call", "condition_check"]
 ACTIONS: tuple[str, ...] = ("tool_call", "llm_call", "condition_check")
+
+ComputeKey = Literal["num_cpus", "num_gpus", "memory"]
 
 JoinRule = Literal["all_succeeded", "all_finished", "any_succeeded"]
 JOIN_RULES: tuple[str, ...] = ("all_succeeded", "all_finished", "any_succeeded")
@@ -130,6 +132,13 @@ class Step(BaseModel):
     requires_approval: bool | None = None
     estimated_duration: float | None = Field(default=None, ge=0)
     """Typical seconds, used to start the longest remaining path first."""
+    compute: dict[ComputeKey, Annotated[float, Field(ge=0)]] | None = None
+    """What one call of the step's tool needs where it runs (``num_cpus``, ``num_gpus``,
+    ``memory`` in bytes), key by key over the tool's own ``compute``; used by runners that
+    place calls on a cluster (Ray), ignored by the local runner."""
+    remote_output: bool = False
+    """Leave the output where it was produced (Ray's object store): the run records a handle
+    (digest, size, preview) instead of the data. Ignored by runners that cannot (local)."""
 
 
 class Stage(BaseModel):

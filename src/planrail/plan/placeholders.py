@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from planrail.plan.effects import tool_effect
 from planrail.plan.model import Step
 from planrail.plan.refs import Reference, json_path
 from planrail.plan.validate_context import Context, Level, output_schema_of
@@ -216,9 +217,8 @@ def _params(ctx: Context, tool: str | None) -> tuple[dict[str, Any], frozenset[s
 def _level(ctx: Context, tool: str | None) -> Level:
     if ctx.options.strict:
         return "error"
-    spec = ctx.registry.spec(tool or "") if tool else None
-    if spec is not None and spec.side_effects != "none":
-        return ctx.options.placeholders_in_side_effects
+    if tool and tool_effect(ctx.registry.spec(tool)).changes_world:
+        return ctx.options.placeholders_in_side_effects  # unknown tools are taken as unsafe
     return "warning"
 
 

@@ -41,6 +41,7 @@ POLICY_FIELDS = frozenset(
         "max_parallel",
         "join",
         "estimated_duration",
+        "compute",
     }
 )
 """Step fields whose malformed values are ``invalid_policy`` rather than ``schema_error``."""
