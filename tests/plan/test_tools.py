@@ -11,6 +11,7 @@ import pytest
 from typing_extensions import TypedDict
 
 from planrail.errors import ToolDefinitionError, UnknownToolError
+from planrail.plan.effects import tool_effect
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec, tool
 
 
