@@ -80,7 +80,7 @@ def test_decorator_with_options_records_the_metadata() -> None:
     assert charge.is_async is True
     assert spec.description == "Charge a card."
     assert spec.side_effects == "keyed"
-    assert tool_effect(spec).may_rerun  # a keyed tool honours its idempotency key
+    assert tool_effect(spec).may_rerun
     assert spec.timeout == 5
     assert spec.resource == "stripe"
     assert spec.requires_approval is True
