@@ -590,6 +590,10 @@ class Execution:
             elif outcome.status == S.CANCELLED:
                 self._emit(E.STEP_CANCELLED, sid, outcome.attempts, {"reason": outcome.reason})
                 self._skipped(sched.cancelled(sid))
+            elif outcome.status == S.IN_DOUBT:  # its dependents wait for an operator
+                data |= {"error": outcome.error, "reason": outcome.reason}
+                self._emit(E.STEP_IN_DOUBT, sid, outcome.attempts, data, at=finished)
+                sched.in_doubt(sid)
             else:
                 data["error"] = outcome.error
                 self._emit(E.STEP_FAILED, sid, outcome.attempts, data, at=finished)

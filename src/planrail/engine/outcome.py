@@ -88,15 +88,18 @@ def outcome_of(res: Result, tally: Tally) -> Outcome:
             usage=tally.usage,
         )
     assert res.exc is not None
+    # A call whose outcome is unknown (a dropped connection, a tool that does not honour
+    # idempotency keys) is neither failed nor retried: it waits for an operator.
+    in_doubt = bool(getattr(res.exc, "in_doubt", False)) and not res.fatal
     return Outcome(
-        S.FAILED,
+        S.IN_DOUBT if in_doubt else S.FAILED,
         error=error_info(res.exc, retryable=res.retryable),
         attempts=tally.attempts,
         args=res.args,
         history=tally.history,
         usage=tally.usage,
         fatal=res.fatal,
-        reason=res.reason or (message(res.exc) if res.fatal else None),
+        reason=res.reason or (message(res.exc) if res.fatal or in_doubt else None),
     )
 
 
