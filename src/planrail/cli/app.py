@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools, pin_mcp_schemas
 from planrail.cli.render import print_issues, print_plan, print_result
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.executor import Execution
@@ -117,12 +118,15 @@ def validate_cmd(
     tools: ToolsOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Check a plan statically: every problem at once, nothing executed (exit 3 if invalid)."""
     console = _out(json_out)
     _check_plan_path(plan, console)
     registry = registry_from(tools, catalog, console)
-    has_tools = bool(tools or catalog)
+    hub = add_mcp_tools(registry, mcp, mcp_config, console)
+    has_tools = bool(tools or catalog) or hub is not None
     report = validate(plan, registry if has_tools else None)
     if json_out:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
@@ -246,6 +250,8 @@ def run_cmd(
         ),
     ] = False,
     json_out: JsonOpt = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Validate, approve and execute a plan by dependency (exit 1 if a step failed).
 
@@ -254,8 +260,11 @@ def run_cmd(
     console = _out(json_out)
     _check_plan_path(plan, console)
     registry = registry_from(tools, catalog, console)
-    if not tools:
-        raise _fail(console, "run needs --tools: the code of the plan's tools", ExitCode.USAGE)
+    hub = add_mcp_tools(registry, mcp, mcp_config, console)
+    if not tools and hub is None:
+        raise _fail(
+            console, "run needs --tools or --mcp: the code of the plan's tools", ExitCode.USAGE
+        )
     report = validate(plan, registry)
     if not report.valid:
         _report_invalid(console, report, str(plan), json_out)
@@ -267,6 +276,7 @@ def run_cmd(
     approval = existing.approval if existing is not None else None
     if approval is None or approval.get("plan_hash") != report.plan.hash:
         approval = approve(console, report.plan, registry, yes=yes)
+    approval = pin_mcp_schemas(hub, approval, report.plan, registry)
     if approval is None:
         if json_out:
             refused: dict[str, Any] = {

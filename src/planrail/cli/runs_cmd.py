@@ -26,6 +26,7 @@ from planrail.cli.app import (
     open_store_or_exit,
     registry_from,
 )
+from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools, pin_mcp_schemas
 from planrail.cli.progress import attach_observers
 from planrail.cli.render import print_issues
 from planrail.clock import SYSTEM_CLOCK
@@ -51,6 +52,8 @@ def resume_cmd(
         typer.Option("--wait", min=0, help="Seconds to wait while another runner holds the run."),
     ] = 0.0,
     json_out: JsonOpt = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Continue a run from its checkpoint: succeeded steps are not run again.
 
@@ -63,6 +66,7 @@ def resume_cmd(
     if run is None:
         raise _fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
     registry = registry_from(tools, catalog, console)
+    hub = add_mcp_tools(registry, mcp, mcp_config, console)
     if run.status == "succeeded":
         result = load_result(the_store, run_id)
         console.print(f"run {run_id} already succeeded; nothing to do")
@@ -75,6 +79,7 @@ def resume_cmd(
         else:
             print_issues(console, report, f"the plan of run {run_id}")
         raise typer.Exit(ExitCode.INVALID_PLAN)
+    pin_mcp_schemas(hub, run.approval, report.plan, registry)  # a changed schema is refused
     execution = Execution(report.plan, registry, run_id=run_id, store=the_store, lease_wait=wait)
     attach_observers(execution, trace, console)
     result = execute(execution, console, quiet=quiet or json_out)

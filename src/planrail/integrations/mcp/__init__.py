@@ -21,11 +21,21 @@ from planrail.integrations.mcp.errors import (
     OutputTooLargeError,
     SchemaChangedError,
 )
+from planrail.integrations.mcp.expose import serve_tools
 from planrail.integrations.mcp.hub import MCPHub, schema_hash
-from planrail.integrations.mcp.tools import META_KEY, MCPTool, apply_pins, mcp_tools, pins
+from planrail.integrations.mcp.tools import (
+    META_KEY,
+    SIDE_EFFECTS_KEY,
+    MCPTool,
+    apply_pins,
+    bind_approval,
+    mcp_tools,
+    pins,
+)
 
 __all__ = [
     "META_KEY",
+    "SIDE_EFFECTS_KEY",
     "MCPHub",
     "MCPRequestError",
     "MCPTool",
@@ -36,10 +46,12 @@ __all__ = [
     "SchemaChangedError",
     "ServerConfig",
     "apply_pins",
+    "bind_approval",
     "load_config",
     "mcp_tools",
     "parse_option",
     "pins",
     "schema_hash",
+    "serve_tools",
     "servers_from",
 ]

@@ -6,9 +6,9 @@
   is the call's structured content; a tool without structured content gives its text (the
   text blocks joined), or, when it returns other kinds of content, the content blocks as JSON.
 - The effect class comes from the annotations (``readOnlyHint`` → ``none``,
-  ``idempotentHint`` → ``idempotent``, else ``unsafe``) only for a *trusted* server; every
-  tool of an untrusted server is ``unsafe`` and needs approval. The operator's ``tools``
-  entries in the config override both.
+  ``idempotentHint`` → ``idempotent``, else ``unsafe``; a ``planrail/side_effects`` entry in
+  the tool's ``_meta`` wins) only for a *trusted* server; every tool of an untrusted server is
+  ``unsafe`` and needs approval. The operator's ``tools`` entries in the config override both.
 - The step's idempotency key goes in the request's ``_meta`` (:data:`META_KEY`), with the run
   id, step id and attempt.
 """
@@ -31,13 +31,27 @@ from planrail.integrations.mcp.errors import (
 )
 from planrail.integrations.mcp.hub import Dropped, MCPHub, schema_hash
 from planrail.plan.catalog import parse_catalog
-from planrail.plan.tools import StepContext, ToolSpec
+from planrail.plan.model import Plan
+from planrail.plan.tools import StepContext, ToolRegistry, ToolSpec
 
-__all__ = ["META_KEY", "MCPTool", "apply_pins", "mcp_tools", "pins", "spec_for"]
+__all__ = [
+    "META_KEY",
+    "SIDE_EFFECTS_KEY",
+    "MCPTool",
+    "apply_pins",
+    "bind_approval",
+    "mcp_tools",
+    "pins",
+    "spec_for",
+]
 
 META_KEY = "planrail/idempotency_key"
 """The ``_meta`` entry of every ``tools/call`` request holding the step's idempotency key
 (``planrail/run_id``, ``planrail/step_id`` and ``planrail/attempt`` are sent too)."""
+
+SIDE_EFFECTS_KEY = "planrail/side_effects"
+"""A tool's ``_meta`` entry with its planrail effect class (``keyed``: it honours the key),
+believed of trusted servers only."""
 
 _TRUNCATED = "…[truncated by planrail: the output had {size} bytes]"
 
@@ -48,6 +62,8 @@ def spec_for(server: ServerConfig, remote: mcp_types.Tool) -> ToolSpec:
     ours: dict[str, Any] = {"timeout": server.call_timeout}
     if not server.trusted:
         ours |= {"side_effects": "unsafe", "requires_approval": True}
+    elif (remote.meta or {}).get(SIDE_EFFECTS_KEY) in ("none", "idempotent", "keyed", "unsafe"):
+        ours["side_effects"] = (remote.meta or {})[SIDE_EFFECTS_KEY]
     ours |= dict(server.tools.get(remote.name, {}))
     entry["x-planrail"] = ours
     entry["name"] = f"{server.name}.{remote.name}"
@@ -171,3 +187,20 @@ def apply_pins(tools: list[MCPTool], pinned: Mapping[str, str]) -> None:
     for t in tools:
         if t.name in pinned:
             t.pin = pinned[t.name]
+
+
+def bind_approval(approval: dict[str, Any], plan: Plan, registry: ToolRegistry) -> dict[str, Any]:
+    """Bind ``approval`` to the schemas of the plan's MCP tools.
+
+    An approval that recorded them (``mcp_schemas``, e.g. a stored run being resumed) pins each
+    tool to its recorded hash, so a tool whose server now reports another schema is refused;
+    one that did not gets the current hashes recorded.
+    """
+    used = {s.tool for s in plan.steps if s.tool}
+    used |= {s.fallback.tool for s in plan.steps if s.fallback is not None and s.fallback.tool}
+    tools = [t for name in sorted(used) if isinstance(t := registry.find(name), MCPTool)]
+    recorded = approval.get("mcp_schemas")
+    if isinstance(recorded, dict):
+        apply_pins(tools, recorded)
+        return approval
+    return {**approval, "mcp_schemas": pins(tools)} if tools else approval

@@ -1,0 +1,119 @@
+"""``--mcp`` and ``--mcp-config`` on the command line, and the onboarding example over MCP."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.test_demo_and_examples import (
+    EXAMPLE,
+    REPO,
+    check_crm,
+    run_readme_command,
+    subprocess_env,
+)
+from planrail.cli import app
+
+from .conftest import PROBE
+
+PROBE_OPT = f"probe={shlex.join([sys.executable, PROBE])}"
+
+
+def test_the_onboarding_example_runs_end_to_end_over_its_mcp_server(tmp_path: Path) -> None:
+    """The README's ``planrail run --mcp …`` command, run as is by the installed script from a
+    clean directory holding ``examples/``, onboards exactly one customer through the MCP
+    server."""
+    (tmp_path / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+    crm = tmp_path / "crm.sqlite"
+    env = subprocess_env(tmp_path, PLANRAIL_DEMO_LATENCY="0", PLANRAIL_DEMO_CRM=str(crm))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    command = (
+        "planrail run examples/onboarding/plan_mcp.json"
+        ' --mcp crm="python examples/onboarding/mcp_server.py" --yes'
+    )
+    proc = run_readme_command(command, tmp_path, env, "--json")
+    result = json.loads(proc.stdout)
+    assert result["status"] == "succeeded"
+    rows = check_crm(crm)
+    assert result["output"]["user"] == rows["account"][0]
+
+
+def test_the_mcp_plan_is_the_demo_plan_with_prefixed_tools() -> None:
+    """``plan_mcp.json`` is ``plan.json`` with every tool called as ``crm.TOOL``."""
+    plain = json.loads((EXAMPLE / "plan.json").read_text())
+    over_mcp = json.loads((EXAMPLE / "plan_mcp.json").read_text())
+    for step in plain["steps"]:
+        step["tool"] = f"crm.{step['tool']}"
+    assert over_mcp == plain
+
+
+def test_validate_with_mcp_reports_a_wrong_output_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``validate --mcp`` checks references against the server's output schemas (exit 3)."""
+    monkeypatch.setenv("PROBE_DIR", str(tmp_path))
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {"id": "who", "tool": "probe.lookup", "args": {"name": "A"}},
+                    {"id": "b", "tool": "probe.lookup", "args": {"name": "${who.nope}"},
+                     "depends_on": ["who"]},
+                ]
+            }
+        )
+    )  # fmt: skip
+    result = CliRunner().invoke(app, ["validate", str(plan), "--mcp", PROBE_OPT, "--json"])
+    assert result.exit_code == 3, result.output
+    report = json.loads(result.stdout)
+    assert [i["code"] for i in report["errors"]] == ["unknown_output_field"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mcp", "probe"], "expected NAME=COMMAND"),
+        (["--mcp", "a.b=python x.py"], "a server name is"),
+        (["--mcp", f"x={sys.executable} -c 'import sys; sys.exit(3)'"], "could not be started"),
+    ],
+)
+def test_a_bad_mcp_option_is_a_usage_error(tmp_path: Path, args: list[str], message: str) -> None:
+    """A malformed ``--mcp`` or a server that cannot start exits 2 with one line saying why."""
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"steps": [{"id": "a", "tool": "x.y"}]}')
+    result = CliRunner().invoke(app, ["validate", str(plan), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_mcp_config_sets_per_server_options(tmp_path: Path) -> None:
+    """A ``--mcp-config`` file names servers with their options; unknown options are refused."""
+    from planrail.integrations.mcp import load_config
+
+    good = tmp_path / "mcp.yaml"
+    good.write_text(
+        "servers:\n  crm:\n    command: python server.py --flag\n    trusted: true\n"
+        "    call_timeout: 5\n    max_output_bytes: 2048\n    max_inflight: 2\n"
+        "    env: {A: b}\n  web:\n    url: http://127.0.0.1:9/mcp\n"
+        "    headers: {Authorization: Bearer t}\n"
+    )
+    crm, web = load_config(good)
+    assert crm.command == ("python", "server.py", "--flag")
+    assert (crm.trusted, crm.call_timeout, crm.max_output_bytes, crm.max_inflight) == (
+        True, 5.0, 2048, 2)  # fmt: skip
+    assert dict(crm.env) == {"A": "b"}
+    assert (web.url, dict(web.headers), web.trusted) == (
+        "http://127.0.0.1:9/mcp", {"Authorization": "Bearer t"}, False)  # fmt: skip
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"servers": {"s": {"command": "x", "trust": true}}}')
+    result = CliRunner().invoke(app, ["validate", str(bad), "--mcp-config", str(bad)])
+    assert result.exit_code == 2
+    assert "unknown option(s) ['trust']" in result.output
