@@ -375,5 +375,6 @@ def main(argv: list[str] | None = None) -> Any:
 
 
 from planrail.cli import inspect_cmd as _inspect_cmd  # noqa: E402,F401  (registers its commands)
+from planrail.cli import mcp_cmd as _mcp_cmd  # noqa: E402,F401  (registers `planrail mcp`)
 from planrail.cli import plan_cmd as _plan_cmd  # noqa: E402,F401  (registers the command)
 from planrail.cli import runs_cmd as _runs_cmd  # noqa: E402,F401  (registers its commands)
