@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -34,7 +34,11 @@ def serve_cmd(
     store: StoreOpt = None,
     http: Annotated[
         str | None,
-        typer.Option("--http", metavar="HOST:PORT", help="Serve Streamable HTTP at /mcp."),
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve Streamable HTTP at /mcp (port 0: any free port, printed on stderr).",
+        ),
     ] = None,
 ) -> None:
     """Serve validate_plan, run_plan, get_run, list_runs and resume_run over MCP (stdio by
@@ -53,8 +57,14 @@ def serve_cmd(
         return
     import uvicorn
 
-    console.print(f"planrail MCP server on http://{host}:{port}/mcp")
-    uvicorn.run(server.streamable_http_app(host=host), host=host, port=port, log_level="warning")
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            bound = self.servers[0].sockets[0].getsockname()[1] if self.servers else port
+            console.print(f"planrail MCP server on http://{host}:{bound}/mcp")
+
+    app_ = server.streamable_http_app(host=host)
+    Announcing(uvicorn.Config(app_, host=host, port=port, log_level="warning")).run()
 
 
 def _address(value: str, console: Console) -> tuple[str, int]:

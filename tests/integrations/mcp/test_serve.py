@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import shlex
@@ -15,7 +16,7 @@ from mcp.client.session import ClientRequestContext
 
 from planrail.store import open_store
 
-from .conftest import PROBE
+from .conftest import PROBE, START_BUDGET
 
 HERE = Path(__file__).resolve().parent
 TOOLS = str(HERE / "serve_tools.py")
@@ -118,3 +119,25 @@ async def test_served_plans_can_call_mcp_tools_too(tmp_path: Path) -> None:
     async with Client(serve(tmp_path / "runs.db", *extra)) as client:
         ran = structured(await client.call_tool("run_plan", {"plan": plan}))
     assert ran["status"] == "awaiting_approval"  # --mcp servers are untrusted: approval needed
+
+
+async def test_serve_over_streamable_http(tmp_path: Path) -> None:
+    """``mcp serve --http 127.0.0.1:0`` serves the same tools over Streamable HTTP (the URL it
+    prints once it listens)."""
+    proc = await asyncio.create_subprocess_exec(
+        *[PLANRAIL, "mcp", "serve", "--tools", TOOLS, "--store", f"sqlite:///{tmp_path / 'r.db'}"],
+        "--http",
+        "127.0.0.1:0",
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        line = (await asyncio.wait_for(proc.stderr.readline(), START_BUDGET)).decode()
+        url = line.rsplit(" ", 1)[-1].strip()
+        assert url.startswith("http://127.0.0.1:"), line
+        async with Client(url) as client:
+            ran = structured(await client.call_tool("run_plan", {"plan": READ_ONLY}))
+        assert ran["status"] == "succeeded"
+    finally:
+        proc.kill()
+        await proc.wait()
