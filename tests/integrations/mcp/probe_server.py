@@ -111,6 +111,19 @@ else:
         return x
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def evolve(ctx: Context) -> str:
+    """Give ``versioned`` a new argument, and tell listening clients the tools changed."""
+    server.remove_tool("versioned")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def versioned(x: int, extra: str = "") -> int:
+        return x
+
+    await ctx.notify_tools_changed()
+    return "evolved"
+
+
 def _serve_http() -> None:
     import uvicorn
 

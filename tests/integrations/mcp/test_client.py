@@ -267,3 +267,22 @@ def test_a_schema_changed_since_approval_refuses_the_step(
     assert "approve the plan again" in error["message"]
     assert refused.steps["v"].attempts == 1
     assert reapproved.status == "succeeded"
+
+
+def test_a_schema_changed_during_the_run_refuses_the_step(probe_dir: Any) -> None:
+    """A server that changes a tool's schema and says so (``tools/list_changed``) mid-run:
+    the later step calling it is refused, its approval being for the old schema. (Over stdio
+    the event precedes the answer on the one pipe; over HTTP it comes on its own stream, so
+    only calls starting after it arrived are sure to see it.)"""
+    with MCPHub([stdio_probe()]) as hub:
+        result = planrail.run(
+            plan(
+                {"id": "e", "tool": "probe.evolve", "args": {}},
+                {"id": "v", "tool": "probe.versioned", "args": {"x": 1}, "depends_on": ["e"]},
+            ),
+            tools_of(hub),
+        )
+    assert result.steps["e"].status == StepStatus.SUCCEEDED
+    error = result.steps["v"].error
+    assert error is not None
+    assert error["type"] == "SchemaChangedError"

@@ -32,6 +32,7 @@ import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 
 from planrail.integrations.mcp.config import ServerConfig
@@ -80,6 +81,8 @@ class _Session:
     tools: dict[str, mcp_types.Tool]
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     dead: bool = False
+    stale: bool = False
+    """The server said its tools changed (``list_changed``): list them again before a call."""
 
     def close(self) -> None:
         self.dead = True
@@ -131,7 +134,12 @@ class _Connection:
                 )
                 session = _Session(client, await _list_tools(client))
                 ready.set_result(session)
-                await session.stop.wait()
+                watcher = asyncio.create_task(_watch_tools(session))
+                try:
+                    await session.stop.wait()
+                finally:
+                    watcher.cancel()
+                    await asyncio.gather(watcher, return_exceptions=True)
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(
@@ -175,6 +183,9 @@ class _Connection:
     ) -> mcp_types.CallToolResult:
         async with self._inflight:
             session = await self.session()
+            if session.stale:
+                session.stale = False
+                session.tools = await _list_tools(session.client)
             if pin is not None:
                 _check_pin(f"{self.config.name}.{tool}", session.tools.get(tool), pin)
             try:
@@ -200,6 +211,17 @@ class _Connection:
             self._session.close()
         if self._keepers:
             await asyncio.wait(list(self._keepers), timeout=10)
+
+
+async def _watch_tools(session: _Session) -> None:
+    """Mark the session's listing stale whenever the server says its tools changed
+    (``subscriptions/listen``, 2026-07-28 servers; older ones are relisted on reconnect)."""
+    try:
+        async with session.client.listen(tools_list_changed=True) as events:
+            async for _ in events:
+                session.stale = True
+    except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
+        log.debug("no tools/list_changed events from this server: %s", _describe(exc))
 
 
 def _check_pin(name: str, listed: mcp_types.Tool | None, pin: str) -> None:
