@@ -283,7 +283,9 @@ class StepRunner:
                 res = await self.loop.run(
                     self._attempt(job, step, outputs, args, index, tally), tally
                 )
-        if not res.ok and not res.fatal and step.fallback is not None:
+        # an in-doubt call may have happened: its fallback must not run as well
+        in_doubt = getattr(res.exc, "in_doubt", False)
+        if not res.ok and not res.fatal and not in_doubt and step.fallback is not None:
             res = await self._fallback(job, outputs, index, tally, res)
         return res
 

@@ -117,3 +117,36 @@ def test_mcp_config_sets_per_server_options(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["validate", str(bad), "--mcp-config", str(bad)])
     assert result.exit_code == 2
     assert "unknown option(s) ['trust']" in result.output
+
+
+def test_an_in_doubt_mcp_step_is_resolved_by_an_operator_and_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server dies during a non-idempotent call: the run ends with the step ``in_doubt``
+    (exit 1) and its dependent not started; ``resolve --retry`` then ``resume`` (same
+    ``--mcp``, the stored approval's schema pins still matching) runs both."""
+    monkeypatch.setenv("PROBE_DIR", str(tmp_path))
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {"id": "pay", "tool": "probe.charge", "args": {"label": "cli"}},
+                    {"id": "then", "tool": "probe.lookup", "args": {"name": "${pay.result}"},
+                     "depends_on": ["pay"]},
+                ]
+            }
+        )
+    )  # fmt: skip
+    store = ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    cli = CliRunner()
+    first = cli.invoke(
+        app, ["run", str(plan), "--mcp", PROBE_OPT, "--yes", "--run-id", "r1", "--json", *store]
+    )
+    assert first.exit_code == 1, first.output
+    steps = {s["id"]: s for s in json.loads(first.stdout)["steps"]}
+    assert (steps["pay"]["status"], steps["then"]["status"]) == ("in_doubt", "pending")
+    assert cli.invoke(app, ["resolve", "r1", "pay", "--retry", *store]).exit_code == 0
+    again = cli.invoke(app, ["resume", "r1", "--mcp", PROBE_OPT, "--json", *store])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["status"] == "succeeded"
