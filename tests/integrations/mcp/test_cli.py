@@ -7,6 +7,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -23,6 +24,15 @@ from planrail.cli import app
 from .conftest import PROBE
 
 PROBE_OPT = f"probe={shlex.join([sys.executable, PROBE])}"
+
+
+def two_steps(tmp_path: Path, first: dict[str, Any], second: str, name: str) -> Path:
+    """A plan file: ``first``, then a ``probe.lookup`` step ``second`` given ``name``."""
+    plan = tmp_path / "plan.json"
+    then = {"id": second, "tool": "probe.lookup", "args": {"name": name},
+            "depends_on": [first["id"]]}  # fmt: skip
+    plan.write_text(json.dumps({"steps": [first, then]}))
+    return plan
 
 
 def test_the_onboarding_example_runs_end_to_end_over_its_mcp_server(tmp_path: Path) -> None:
@@ -58,18 +68,8 @@ def test_validate_with_mcp_reports_a_wrong_output_field(
 ) -> None:
     """``validate --mcp`` checks references against the server's output schemas (exit 3)."""
     monkeypatch.setenv("PROBE_DIR", str(tmp_path))
-    plan = tmp_path / "plan.json"
-    plan.write_text(
-        json.dumps(
-            {
-                "steps": [
-                    {"id": "who", "tool": "probe.lookup", "args": {"name": "A"}},
-                    {"id": "b", "tool": "probe.lookup", "args": {"name": "${who.nope}"},
-                     "depends_on": ["who"]},
-                ]
-            }
-        )
-    )  # fmt: skip
+    plan = two_steps(tmp_path, {"id": "who", "tool": "probe.lookup", "args": {"name": "A"}},
+                     "b", "${who.nope}")  # fmt: skip
     result = CliRunner().invoke(app, ["validate", str(plan), "--mcp", PROBE_OPT, "--json"])
     assert result.exit_code == 3, result.output
     report = json.loads(result.stdout)
@@ -126,18 +126,8 @@ def test_an_in_doubt_mcp_step_is_resolved_by_an_operator_and_resumed(
     (exit 1) and its dependent not started; ``resolve --retry`` then ``resume`` (same
     ``--mcp``, the stored approval's schema pins still matching) runs both."""
     monkeypatch.setenv("PROBE_DIR", str(tmp_path))
-    plan = tmp_path / "plan.json"
-    plan.write_text(
-        json.dumps(
-            {
-                "steps": [
-                    {"id": "pay", "tool": "probe.charge", "args": {"label": "cli"}},
-                    {"id": "then", "tool": "probe.lookup", "args": {"name": "${pay.result}"},
-                     "depends_on": ["pay"]},
-                ]
-            }
-        )
-    )  # fmt: skip
+    plan = two_steps(tmp_path, {"id": "pay", "tool": "probe.charge", "args": {"label": "cli"}},
+                     "then", "${pay.result}")  # fmt: skip
     store = ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
     cli = CliRunner()
     first = cli.invoke(
