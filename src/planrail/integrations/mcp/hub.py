@@ -185,7 +185,7 @@ class _Connection:
             session = await self.session()
             if session.stale:
                 session.stale = False
-                session.tools = await _list_tools(session.client)
+                session.tools = await self._relist(session)
             if pin is not None:
                 _check_pin(f"{self.config.name}.{tool}", session.tools.get(tool), pin)
             try:
@@ -205,6 +205,15 @@ class _Connection:
             except _TRANSPORT_ERRORS as exc:
                 session.close()
                 raise Dropped(_describe(exc)) from exc
+
+    async def _relist(self, session: _Session) -> dict[str, mcp_types.Tool]:
+        try:
+            return await _list_tools(session.client)
+        except (MCPError, *_TRANSPORT_ERRORS) as exc:  # the call itself was not sent
+            session.close()
+            raise MCPUnavailableError(
+                f"MCP server {self.config.name!r} could not list its tools again: {_describe(exc)}"
+            ) from exc
 
     async def aclose(self) -> None:
         if self._session is not None:
