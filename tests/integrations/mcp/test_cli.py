@@ -140,3 +140,25 @@ def test_an_in_doubt_mcp_step_is_resolved_by_an_operator_and_resumed(
     again = cli.invoke(app, ["resume", "r1", "--mcp", PROBE_OPT, "--json", *store])
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["status"] == "succeeded"
+
+
+def test_plan_with_mcp_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``planrail plan --mcp …``: the model plans with the MCP server's tools (``NAME.TOOL``,
+    their schemas in the prompt) and the plan runs over the server."""
+    from planrail.testing.llm_server import LLMTestServer, Reply
+
+    monkeypatch.setenv("PROBE_DIR", str(tmp_path))
+    plan = {
+        "goal": "find Eve",
+        "steps": [{"id": "w", "tool": "probe.lookup", "args": {"name": "Eve"}}],
+        "output": "${w.user_id}",
+    }
+    with LLMTestServer() as server:
+        server.add(Reply.json(plan))
+        args = ["plan", "find Eve", "--mcp", PROBE_OPT, "--model", "openai:test-model"]
+        args += ["--base-url", server.url, "--yes", "--json", "--no-stream"]
+        result = CliRunner().invoke(app, args)
+        prompt = json.dumps(server.completions[0].messages)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["output"] == "usr_eve"
+    assert "probe.lookup" in prompt

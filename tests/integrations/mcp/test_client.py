@@ -71,13 +71,14 @@ def test_one_session_serves_every_call_of_a_run(probe_dir: Any) -> None:
 
 def test_annotations_decide_the_effect_class_only_for_trusted_servers(probe_dir: Any) -> None:
     """Trusted: read-only → none, idempotent → idempotent, else unsafe. Untrusted: every tool
-    is unsafe and needs approval, whatever it claims; the operator's config entry wins."""
+    is unsafe and needs approval, whatever it claims; the operator's config entry wins (and
+    can name secret parameters)."""
     servers = [
         stdio_probe(),
         ServerConfig(
             name="stranger",
             command=stdio_probe().command,
-            tools={"upsert": {"side_effects": "keyed"}},
+            tools={"upsert": {"side_effects": "keyed", "secret_params": ["label"]}},
         ),
     ]
     with MCPHub(servers) as hub:
@@ -93,6 +94,7 @@ def test_annotations_decide_the_effect_class_only_for_trusted_servers(probe_dir:
         True,
     )
     assert specs["stranger.upsert"].side_effects == "keyed"
+    assert specs["stranger.upsert"].secret_params == {"label"}
 
 
 def test_the_idempotency_key_is_in_the_requests_meta(probe: Probe) -> None:

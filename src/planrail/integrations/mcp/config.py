@@ -51,7 +51,9 @@ _KEYS = frozenset(
         "tools",
     }
 )
-_TOOL_KEYS = frozenset({"side_effects", "requires_approval", "timeout", "retry", "resource"})
+_TOOL_KEYS = frozenset(
+    {"side_effects", "requires_approval", "timeout", "retry", "resource", "secret_params"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +84,8 @@ class ServerConfig:
     """Most calls in flight on this server at once (others wait)."""
     tools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per tool (by its name on the server): ``side_effects``, ``requires_approval``,
-    ``timeout``, ``retry``, ``resource`` — the operator's statement, used even when the server
-    is untrusted."""
+    ``timeout``, ``retry``, ``resource``, ``secret_params`` — the operator's statement, used
+    even when the server is untrusted."""
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
