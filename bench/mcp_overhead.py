@@ -82,6 +82,18 @@ async def sdk_loop(n: int, repeats: int) -> dict[str, float]:
     return out
 
 
+async def hop_seconds(hub: Any, n: int) -> float:
+    """One round trip to the hub's event loop and back (what each MCP call pays for it)."""
+
+    async def nothing() -> None:
+        return None
+
+    t0 = time.perf_counter()
+    for _ in range(n):
+        await hub.arun(nothing())
+    return (time.perf_counter() - t0) / n
+
+
 async def measure(n: int, repeats: int) -> dict[str, Any]:
     from bench.mcp_tools import echo
     from planrail.integrations.mcp import MCPHub, ServerConfig, mcp_tools
@@ -95,10 +107,11 @@ async def measure(n: int, repeats: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         tools = await mcp_tools(hub)
         startup = time.perf_counter() - t0
+        hop = await hop_seconds(hub, 20 * n)
         for shape, plan in plans(n, "bench.").items():
             seconds["mcp"][shape] = await timed_runs(plan, tools, repeats)
     seconds["sdk"] = await sdk_loop(n, repeats)
-    return {"seconds": seconds, "server_startup_s": startup}
+    return {"seconds": seconds, "server_startup_s": startup, "hop_s": hop}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -118,8 +131,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows.append([shape, py, mcp, sdk, mcp - py, mcp - sdk])
     print(f"{n} steps, median of {repeats}; µs per call")
     print(table(["plan", "python", "mcp", "sdk alone", "mcp - python", "mcp - sdk"], rows))
+    print(f"each MCP call's round trip to the sessions' event loop: {found['hop_s'] * 1e6:.0f} µs")
     print(f"MCP server start-up and tool listing: {found['server_startup_s']:.2f} s")
     payload = {"steps": n, "repeats": repeats, "in_flight": IN_FLIGHT, "us_per_call": per_call,
+               "hop_us": found["hop_s"] * 1e6,
                "server_startup_s": found["server_startup_s"]}  # fmt: skip
     print(f"wrote {write_json('mcp', args.quick, payload)}")
     return payload
