@@ -36,15 +36,29 @@ def lookup(name: str) -> Account:
     return Account(user_id=f"usr_{name.lower()}", name=name, pid=os.getpid())
 
 
+_sleeping = {"now": 0, "peak": 0}
+
+
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def sleep(seconds: float) -> str:
-    """Sleep; a cancelled sleep is remembered (ask ``was_cancelled``)."""
+    """Sleep; a cancelled sleep is remembered (ask ``was_cancelled``), and so is the most
+    sleeps at once (ask ``peak``)."""
+    _sleeping["now"] += 1
+    _sleeping["peak"] = max(_sleeping["peak"], _sleeping["now"])
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:
         _cancelled.set()
         raise
+    finally:
+        _sleeping["now"] -= 1
     return "woke"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def peak() -> int:
+    """The most ``sleep`` calls that ran at once."""
+    return _sleeping["peak"]
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))

@@ -94,16 +94,21 @@ def test_a_bad_mcp_option_is_a_usage_error(tmp_path: Path, args: list[str], mess
     assert "Traceback" not in result.output
 
 
-def test_mcp_config_sets_per_server_options(tmp_path: Path) -> None:
-    """A ``--mcp-config`` file names servers with their options; unknown options are refused."""
+def test_mcp_config_sets_per_server_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``--mcp-config`` file names servers with their options (``${NAME}`` in headers and env
+    from the environment); unknown options are refused."""
     from planrail.integrations.mcp import load_config
+
+    monkeypatch.setenv("PROBE_TOKEN", "t")
 
     good = tmp_path / "mcp.yaml"
     good.write_text(
         "servers:\n  crm:\n    command: python server.py --flag\n    trusted: true\n"
         "    call_timeout: 5\n    max_output_bytes: 2048\n    max_inflight: 2\n"
         "    env: {A: b}\n  web:\n    url: http://127.0.0.1:9/mcp\n"
-        "    headers: {Authorization: Bearer t}\n"
+        "    headers: {Authorization: 'Bearer ${PROBE_TOKEN}'}\n"
     )
     crm, web = load_config(good)
     assert crm.command == ("python", "server.py", "--flag")

@@ -288,3 +288,15 @@ def test_a_schema_changed_during_the_run_refuses_the_step(probe_dir: Any) -> Non
     error = result.steps["v"].error
     assert error is not None
     assert error["type"] == "SchemaChangedError"
+
+
+def test_max_inflight_bounds_the_calls_in_flight_on_a_server(probe: Probe) -> None:
+    """Six independent steps on a server with ``max_inflight: 2``: the server never sees more
+    than two calls at once, and all six succeed."""
+    steps = [{"id": f"z{i}", "tool": "probe.sleep", "args": {"seconds": 0.05}} for i in range(6)]
+    with MCPHub([probe(max_inflight=2)]) as hub:
+        tools = tools_of(hub)
+        result = planrail.run(plan(*steps), tools)
+        assert result.status == "succeeded"
+        asked = planrail.run(plan({"id": "p", "tool": "probe.peak", "args": {}}), tools)
+    assert asked.steps["p"].output == {"result": 2}

@@ -17,11 +17,12 @@
           create_account: {side_effects: keyed}
       search:
         url: http://127.0.0.1:8000/mcp
-        headers: {Authorization: Bearer …}
+        headers: {Authorization: "Bearer ${SEARCH_TOKEN}"}   # ${NAME}: from the environment
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -35,6 +36,7 @@ from planrail.plan.loader import PlanLimits, load_document, read_plan_file
 __all__ = ["ServerConfig", "load_config", "parse_option", "servers_from"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _KEYS = frozenset(
     {
         "command",
@@ -204,9 +206,18 @@ def _strings(value: Any, where: str, key: str) -> list[str]:
 
 
 def _mapping(value: Any, where: str, key: str) -> dict[str, str]:
+    """Names to strings, with ``${NAME}`` replaced by that environment variable (so tokens
+    stay out of the file); an unset variable is an error, never an empty string."""
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise ToolLoadError(f"{where}: '{key}' maps names to strings")
-    return {str(k): v for k, v in value.items()}
+
+    def expand(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ToolLoadError(f"{where}: {key} uses ${{{name}}}, which is not set")
+        return os.environ[name]
+
+    return {str(k): _VAR.sub(expand, v) for k, v in value.items()}
 
 
 def _positive(entry: dict[str, Any], key: str, default: float, where: str) -> float:
