@@ -35,7 +35,7 @@ IN_FLIGHT = 16
 def plans(n: int, prefix: str) -> dict[str, dict[str, Any]]:
     tool = f"{prefix}echo"
     chain = [{"id": "s0", "tool": tool, "args": {"text": "x"}}] + [
-        {"id": f"s{i}", "tool": tool, "args": {"text": f"${{s{i - 1}.text}}"},
+        {"id": f"s{i}", "tool": tool, "args": {"text": f"${{s{i - 1}.text}}", "n": i},
          "depends_on": [f"s{i - 1}"]}
         for i in range(1, n)
     ]  # fmt: skip

@@ -15,8 +15,9 @@ class Echo(BaseModel):
 
 
 @planrail.tool(side_effects="none")
-async def echo(text: str) -> Echo:
-    """Return the text: no work, so all the time measured is the call's."""
+async def echo(text: str, n: int = 0) -> Echo:
+    """Return the text: no work, so all the time measured is the call's (``n`` numbers the
+    calls, so that none repeats another: planrail's repeated-call guard)."""
     return Echo(text=text)
 
 

@@ -3,7 +3,13 @@
 Validated before anything runs, approved by a person, executed by dependency.
 """
 
-from planrail.engine.api import arun, prepare, run
+from planrail.engine.approval import (
+    ApprovalRequest,
+    ApprovalRequiredError,
+    approve_all,
+    defer,
+    refuse_all,
+)
 from planrail.engine.events import Event, EventType
 from planrail.engine.executor import Execution
 from planrail.engine.result import RunResult, StepResult
@@ -38,6 +44,7 @@ from planrail.plan.validate import Issue, ValidationReport, load_plan, validate
 from planrail.policies.limits import ResourceLimit, RunPolicy
 from planrail.policies.retry import RetryPolicy
 from planrail.policies.security import SecurityPolicy
+from planrail.runs import arun, prepare, resume, run
 from planrail.store import open_store
 from planrail.types import StepStatus
 
@@ -45,6 +52,8 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ApprovalRefusedError",
+    "ApprovalRequest",
+    "ApprovalRequiredError",
     "ArgumentError",
     "Event",
     "EventType",
@@ -79,12 +88,16 @@ __all__ = [
     "ToolSpec",
     "ValidationReport",
     "__version__",
+    "approve_all",
     "arun",
+    "defer",
     "load_catalog",
     "load_plan",
     "load_tools",
     "open_store",
     "prepare",
+    "refuse_all",
+    "resume",
     "run",
     "tool",
     "validate",

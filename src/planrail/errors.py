@@ -3,37 +3,58 @@
 ::
 
     PlanrailError
-    ├── PlanError                      a plan cannot be loaded or is not valid
-    │   ├── PlanLoadError              malformed JSON/YAML, over a size limit, wrong shape
-    │   ├── ReferenceSyntaxError       a ``${...}`` that does not follow the reference grammar
-    │   └── PlanValidationError        carries every Issue found (``.issues``)
-    ├── ToolError                      a tool cannot be defined, found or loaded
-    │   ├── ToolDefinitionError        a decorated function planrail cannot describe
-    │   ├── ToolLoadError              a ``--tools`` module or ``--catalog`` file failed to load
-    │   └── UnknownToolError           a step names a tool no registry holds
-    ├── ReferenceResolutionError       ``${step.a.b}`` points at nothing in the real output
-    ├── ArgumentError                  resolved arguments do not fit the tool's input schema
-    ├── OutputError                    a tool's output does not fit its type, or is not JSON
-    ├── ExecutionError                 raised around a run (not by tools)
-    │   ├── StepFailedError            a step failed for good (``.step_id``, ``.attempt``)
-    │   ├── RunCancelledError          the run was cancelled
-    │   ├── ApprovalRefusedError       a person (or the approval hook) said no
-    │   │   └── ApprovalMismatchError  the approval was for another plan hash   (policies.security)
-    │   ├── PolicyDeniedError          a security rule refused a tool call      (policies.security)
-    │   ├── ToolCallLimitError         the run made too many tool calls         (policies.security)
-    │   ├── AttemptTimeoutError, StepTimeoutError, DeadlineExceededError,
-    │   │   LoopExhaustedError         time and loop limits                     (policies.limits)
-    │   └── PlanMismatchError, RunBusyError, LeaseLostError   resume and leases (engine.checkpoint)
-    ├── LLMError                       a model could not be asked, or answered badly   (llm.errors)
-    │   └── BudgetExceededError        a run's LLM budget is spent (stops the whole run)
-    ├── StoreError                     the store cannot be opened, read or written
-    │   ├── StoreCorruptError          the store's files are damaged: planrail refuses to guess
-    │   └── RunExistsError, RunNotFoundError, IdempotencyConflictError     (store.base)
-    └── RetryableError                 raised *by tools* for a transient failure (``retry_after``)
-        └── LLMUnavailableError, LLMAnswerError                            (llm.errors)
+    ├── PlanError                       a plan cannot be loaded, made or is not valid
+    │   ├── PlanLoadError               malformed JSON/YAML, or not an object of steps
+    │   │   └── LimitExceeded           over a size, depth or count limit      (plan.loader)
+    │   ├── ReferenceSyntaxError        a ``${...}`` not following the reference grammar
+    │   ├── PlanValidationError         carries every Issue found (``.issues``)
+    │   ├── PredicateSyntaxError        a predicate not following its grammar  (plan.predicates)
+    │   ├── SecurityPolicyError         a malformed security policy document   (policies.security)
+    │   └── PlanningError               no valid plan within the repairs       (planner.planner)
+    ├── ToolError                       a tool cannot be defined, found or loaded
+    │   ├── ToolDefinitionError         a decorated function planrail cannot describe
+    │   ├── ToolLoadError               a ``--tools`` module or ``--catalog`` file failed to load
+    │   ├── UnknownToolError            a step names a tool no registry holds
+    │   └── ToolShippingError           a tool cannot go to a runner's workers (backends.shipping)
+    ├── ReferenceResolutionError        ``${step.a.b}`` points at nothing in the real output
+    ├── ArgumentError                   resolved arguments do not fit the tool's input schema
+    ├── OutputError                     a tool's output does not fit its type, or is not JSON
+    ├── PredicateError                  a predicate failed on the real values  (plan.predicates)
+    ├── ExecutionError                  raised around a run (not by tools)
+    │   ├── ApprovalRefusedError        a person (or the approval hook) said no
+    │   │   ├── ApprovalMismatchError   the approval was for another plan hash (policies.security)
+    │   │   └── ApprovalRequiredError   no approver for a plan that needs one  (engine.approval)
+    │   ├── PolicyDeniedError           a security rule refused a tool call    (policies.security)
+    │   │   └── CallNotApprovedError    also an ApprovalRefusedError           (policies.security)
+    │   ├── ToolCallLimitError          the run made too many tool calls       (policies.security)
+    │   ├── RepeatedCallError           a tool called again with the same resolved arguments
+    │   ├── CallCrashedError            the process running a tool call died mid-call
+    │   ├── AttemptTimeoutError         one attempt ran past ``timeout``       (policies.limits)
+    │   ├── StepTimeoutError            a step ran past ``total_timeout``      (policies.limits)
+    │   ├── DeadlineExceededError       the run's deadline passed              (policies.limits)
+    │   ├── LoopExhaustedError          ``repeat`` hit ``max_iterations``      (policies.limits)
+    │   ├── PlanMismatchError           a run id resumed with another plan     (engine.checkpoint)
+    │   ├── PolicyMismatchError         resumed under other policies           (engine.checkpoint)
+    │   ├── OperationError              an operator action that does not apply (engine.operations)
+    │   ├── RunBusyError                another runner holds the run's lease   (engine.checkpoint)
+    │   └── LeaseLostError              this runner's lease expired or was taken (engine.checkpoint)
+    ├── LLMError                        a model could not be asked, or answered badly (llm.errors)
+    │   ├── LLMRequestError             the provider refused the request (4xx) (llm.errors)
+    │   └── BudgetExceededError         a run's LLM budget is spent (stops it) (llm.errors)
+    ├── StoreError                      the store cannot be opened, read or written
+    │   ├── StoreCorruptError           the store's files are damaged: planrail refuses to guess
+    │   ├── RunExistsError              ``create_run`` of a run id already held (store.base)
+    │   ├── RunNotFoundError            a write for a run the store does not hold (store.base)
+    │   └── IdempotencyConflictError    a key reused with other arguments      (store.base)
+    ├── TraceError                      a trace file cannot be read            (observe.trace)
+    ├── MissingExtraError               an optional extra is not installed (the message: the fix)
+    └── RetryableError                  raised *by tools* for a transient failure (``retry_after``)
+        ├── LLMUnavailableError         429, 5xx, timeout, connection error    (llm.errors)
+        └── LLMAnswerError              an empty answer, or not the JSON asked (llm.errors)
 
 Errors defined in other modules are drawn here, with the module that defines them, so this is
-the one map of the tree.
+the one map of the tree (``tests/test_errors.py`` checks it against the code). A class that has
+two parents is drawn under one and names the other.
 
 Every error carries ``run_id``, ``step_id`` and ``attempt`` when they are known, and
 ``retryable`` says whether the retry policy may try again.
@@ -46,7 +67,9 @@ from typing import Any
 __all__ = [
     "ApprovalRefusedError",
     "ArgumentError",
+    "CallCrashedError",
     "ExecutionError",
+    "MissingExtraError",
     "OutputError",
     "PlanError",
     "PlanLoadError",
@@ -54,16 +77,42 @@ __all__ = [
     "PlanrailError",
     "ReferenceResolutionError",
     "ReferenceSyntaxError",
+    "RepeatedCallError",
     "RetryableError",
-    "RunCancelledError",
-    "StepFailedError",
     "StoreCorruptError",
     "StoreError",
     "ToolDefinitionError",
     "ToolError",
     "ToolLoadError",
     "UnknownToolError",
+    "error_dict",
 ]
+
+
+def error_dict(
+    error: BaseException | str, message: str | None = None, *, retryable: bool | None = None
+) -> dict[str, Any]:
+    """The ``{type, message, retryable}`` object of the JSON contract (a step's or a run's
+    ``error``); every such object planrail writes is built here.
+
+    ``error`` is an exception (its class name, its message — a :class:`PlanrailError`'s
+    ``message``, else ``str(exc)`` — and its ``retryable`` attribute) or a type name given
+    with ``message``. ``message`` and ``retryable`` override what an exception says; an empty
+    message becomes the type name.
+    """
+    if isinstance(error, str):
+        kind, text, may_retry = error, message, False
+    else:
+        kind = type(error).__name__
+        text = message
+        if text is None:
+            text = error.message if isinstance(error, PlanrailError) else str(error)
+        may_retry = bool(getattr(error, "retryable", False))
+    return {
+        "type": kind,
+        "message": text or kind,
+        "retryable": may_retry if retryable is None else retryable,
+    }
 
 
 class PlanrailError(Exception):
@@ -88,7 +137,7 @@ class PlanrailError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """The error as the ``{type, message, retryable}`` object of the JSON contract."""
-        return {"type": type(self).__name__, "message": self.message, "retryable": self.retryable}
+        return error_dict(self)
 
 
 class PlanError(PlanrailError):
@@ -163,16 +212,38 @@ class ExecutionError(PlanrailError):
     code = "execution_error"
 
 
-class StepFailedError(ExecutionError):
-    code = "step_failed"
-
-
-class RunCancelledError(ExecutionError):
-    code = "cancelled"
-
-
 class ApprovalRefusedError(ExecutionError):
     code = "approval_refused"
+
+
+class RepeatedCallError(ExecutionError):
+    """A tool was about to be called again with resolved arguments it was already called with
+    ``RunPolicy.max_identical_calls`` times in this run; the call is not made. ``previous``
+    names the earlier calls (step, item, iteration)."""
+
+    code = "repeated_call"
+
+    def __init__(self, message: str, *, previous: tuple[str, ...] = (), **ids: Any) -> None:
+        super().__init__(message, **ids)
+        self.previous = previous
+
+
+class CallCrashedError(ExecutionError):
+    """The process running a tool call died mid-call (a Ray worker or actor exited, its node
+    was lost): the attempt crashed, and whether its effect happened is unknown.
+
+    A tool that honours idempotency keys (``side_effects`` ``none``, ``idempotent``, ``keyed``)
+    may be called again with the same key: the error is ``retryable`` and the step's retry
+    policy decides. Any other tool is ``in_doubt``: never retried, no fallback taken; the step
+    waits for an operator (``planrail resolve``), as after a crash of planrail itself.
+    """
+
+    code = "call_crashed"
+
+    def __init__(self, message: str, *, in_doubt: bool, **ids: Any) -> None:
+        super().__init__(message, **ids)
+        self.in_doubt = in_doubt
+        self.retryable = not in_doubt
 
 
 class StoreError(PlanrailError):
@@ -181,6 +252,13 @@ class StoreError(PlanrailError):
 
 class StoreCorruptError(StoreError):
     code = "store_corrupt"
+
+
+class MissingExtraError(PlanrailError):
+    """An optional integration was asked for but its extra is not installed; the message says
+    which ``pip install`` fixes it. (``planrail.llm`` and ``planrail.observe`` re-export it.)"""
+
+    code = "missing_extra"
 
 
 class RetryableError(PlanrailError):

@@ -236,6 +236,7 @@ def run_once() -> int:
         run_id=CONFIG["run_id"],
         lease_ttl=float(CONFIG.get("lease_ttl", 0.3)),
         lease_wait=LEASE_WAIT,
+        approve=True,
     )
     try:
         result = asyncio.run(execution.run())

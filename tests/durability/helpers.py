@@ -197,7 +197,13 @@ async def crash_run(
     ledger.store = dying
     ledger.died = asyncio.Event()
     execution = Execution(
-        plan, tools, store=dying, run_id=run_id, clock=FakeClock(wall=WALL), lease_ttl=LEASE_TTL
+        plan,
+        tools,
+        store=dying,
+        run_id=run_id,
+        clock=FakeClock(wall=WALL),
+        lease_ttl=LEASE_TTL,
+        approve=True,
     )
     task = asyncio.create_task(execution.run())
     died = asyncio.create_task(ledger.died.wait())
@@ -219,5 +225,6 @@ async def resume(
         run_id=run_id,
         clock=FakeClock(wall=WALL + later),
         lease_ttl=LEASE_TTL,
+        approve=True,
     )
     return await execution.run()

@@ -59,7 +59,9 @@ def crashed(tmp_path: Path, calls_file: Path, monkeypatch: pytest.MonkeyPatch) -
 
         monkeypatch.setattr(cli_tools, "HOOK", hook)
         plan = planrail.validate(cli_tools.PLAN, TOOLS).raise_for_errors()
-        execution = Execution(plan, TOOLS, store=dying, run_id=RUN, clock=FakeClock(wall=WALL))
+        execution = Execution(
+            plan, TOOLS, store=dying, run_id=RUN, clock=FakeClock(wall=WALL), approve=True
+        )
         task = asyncio.create_task(execution.run())
         await died.wait()
         task.cancel()

@@ -34,7 +34,9 @@ async def test_a_second_runner_in_the_same_process_is_refused(open_store: Opener
     plan = make_plan(tools)
 
     def runner() -> Execution:
-        return Execution(plan, tools, store=open_store(), run_id="two", clock=FakeClock(wall=WALL))
+        return Execution(
+            plan, tools, store=open_store(), run_id="two", clock=FakeClock(wall=WALL), approve=True
+        )
 
     results = await asyncio.gather(runner().run(), runner().run(), return_exceptions=True)
 
@@ -120,6 +122,7 @@ async def test_a_runner_that_lost_its_lease_starts_nothing_more(tmp_path: Path) 
                     run_id="fenced",
                     clock=FakeClock(wall=WALL + 100),
                     lease_ttl=LEASE_TTL,
+                    approve=True,
                 ).run()
 
         outcome.append(asyncio.run(go()))
@@ -155,7 +158,13 @@ async def test_a_runner_that_lost_its_lease_starts_nothing_more(tmp_path: Path) 
 
     with SQLiteStore(db) as store_a:
         await Execution(
-            plan, tools, store=store_a, run_id="fenced", clock=clock_a, lease_ttl=LEASE_TTL
+            plan,
+            tools,
+            store=store_a,
+            run_id="fenced",
+            clock=clock_a,
+            lease_ttl=LEASE_TTL,
+            approve=True,
         ).run()
         stored = load_result(store_a, "fenced")
 

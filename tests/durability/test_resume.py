@@ -163,6 +163,7 @@ async def test_resuming_a_succeeded_run_calls_nothing(open_store: Opener) -> Non
         run_id="r7",
         clock=FakeClock(wall=WALL + 1),
         lease_ttl=LEASE_TTL,
+        approve=True,
     )
     second = await again.run()
 

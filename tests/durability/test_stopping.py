@@ -62,7 +62,7 @@ async def test_fail_fast_with_a_dependent_launched_in_the_same_turn_ends_the_run
         },
         [ok, bad],
     ).raise_for_errors()
-    execution = Execution(plan, [ok, bad], failure_mode="fail_fast")
+    execution = Execution(plan, [ok, bad], failure_mode="fail_fast", approve=True)
 
     # Virtual time (looptime): a hang shows up as this timeout at once.
     result = await asyncio.wait_for(execution.run(), timeout=600)
@@ -94,7 +94,7 @@ async def test_a_store_failure_when_recording_outcomes_stops_the_run() -> None:
         },
         [work],
     ).raise_for_errors()
-    execution = Execution(plan, [work], store=FailingOnOutcomes(), run_id="full")
+    execution = Execution(plan, [work], store=FailingOnOutcomes(), run_id="full", approve=True)
 
     # Virtual time (looptime): a hang shows up as this timeout at once, not after 10 minutes.
     result = await asyncio.wait_for(execution.run(), timeout=600)

@@ -17,9 +17,9 @@ from typing import Any
 import pydantic
 
 import planrail
-from planrail.engine.api import prepare
 from planrail.engine.result import RunResult
 from planrail.plan.tools import StepContext, Tool
+from planrail.runs import prepare
 
 from .graphs import Graph
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import planrail
-from planrail.engine import api
+from planrail.runs import build as api
 
 from .graphs import DIAMOND
 from .probes import Recorder, probe_plan
@@ -31,8 +31,8 @@ PLAN = {
 }
 
 
-def test_public_names_are_the_engine_api() -> None:
-    """``planrail.run``, ``planrail.arun`` and ``planrail.prepare`` are the engine's functions."""
+def test_public_names_are_the_one_run_path() -> None:
+    """``planrail.run``, ``planrail.arun`` and ``planrail.prepare`` are the run path's functions."""
     assert planrail.run is api.run
     assert planrail.arun is api.arun
     assert planrail.prepare is api.prepare

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 import planrail
-from planrail.engine.api import prepare
 from planrail.engine.events import Event, EventType
 from planrail.engine.executor import Execution
 from planrail.plan.tools import StepContext
+from planrail.runs import prepare
 from planrail.types import StepStatus
 
 from .graphs import DIAMOND, FAN, Graph, random_dag
@@ -61,7 +61,7 @@ def test_max_concurrency_below_one_is_refused() -> None:
     """``max_concurrency=0`` is a programming error, refused before anything runs."""
     rec = Recorder()
     with pytest.raises(ValueError, match="at least 1"):
-        prepare(probe_plan(DIAMOND), [rec.tool()], max_concurrency=0)
+        prepare(probe_plan(DIAMOND), [rec.tool()], max_concurrency=0, approve=True)
 
 
 @pytest.mark.looptime
@@ -146,7 +146,7 @@ async def test_a_tool_mutating_its_inputs_cannot_change_other_inputs_or_stored_o
             {"id": "poke", "tool": "poke", "depends_on": ["leak"]},
         ]
     }
-    ex = prepare(plan, [produce, mutate, observe, leak, poke])
+    ex = prepare(plan, [produce, mutate, observe, leak, poke], approve=True)
     result = await ex.run()
     assert result.status == "succeeded"
     original = {"items": [1, 2], "meta": {"k": "v"}}
@@ -191,7 +191,7 @@ async def test_sync_tools_run_in_threads_without_blocking_the_loop() -> None:
         return threading.current_thread().name
 
     plan = {"steps": [{"id": "sync", "tool": "blocking"}, {"id": "async", "tool": "nimble"}]}
-    result = await prepare(plan, [blocking, nimble]).run()
+    result = await prepare(plan, [blocking, nimble], approve=True).run()
     assert result.status == "succeeded", result.to_dict()
     assert log == ["sync started", "async tick 0", "async tick 1", "async tick 2", "sync finished"]
     assert result.steps["sync"].output.startswith("planrail-tool")
@@ -220,7 +220,7 @@ async def test_tools_receive_their_step_context() -> None:
             {"id": "two", "tool": "async_ctx", "args": {"label": "a"}},
         ]
     }
-    result = await prepare(plan, [sync_ctx, async_ctx], run_id="run_ctx").run()
+    result = await prepare(plan, [sync_ctx, async_ctx], run_id="run_ctx", approve=True).run()
     assert result.status == "succeeded"
     assert result.run_id == "run_ctx"
     for label, step in (("s", "one"), ("a", "two")):
@@ -240,7 +240,7 @@ async def test_a_generated_run_id_is_used_in_every_key() -> None:
         return ctx.run_id
 
     plan = {"steps": [{"id": "x", "tool": "k"}, {"id": "y", "tool": "k"}]}
-    result = await prepare(plan, [k]).run()
+    result = await prepare(plan, [k], approve=True).run()
     assert result.run_id.startswith("run_")
     assert len(result.run_id) == 16
     assert sorted(keys) == [f"{result.run_id}:x", f"{result.run_id}:y"]
@@ -303,7 +303,7 @@ async def test_wrong_or_missing_referenced_values_fail_the_step_clearly(
             {"id": "after", "tool": "needs_int", "args": {"n": "${use}"}, "depends_on": ["use"]},
         ]
     }
-    result = await prepare(plan, [untyped_source, needs_int]).run()
+    result = await prepare(plan, [untyped_source, needs_int], approve=True).run()
     assert CALLED == []
     use = result.steps["use"]
     assert use.status == S.FAILED
@@ -335,7 +335,7 @@ async def test_an_output_that_breaks_its_declared_type_fails_the_step() -> None:
         ]
     }
     CALLED.clear()
-    result = await prepare(plan, [liar, needs_int]).run()
+    result = await prepare(plan, [liar, needs_int], approve=True).run()
     assert result.steps["a"].status == S.FAILED
     assert result.steps["a"].error is not None
     assert result.steps["a"].error["type"] == "OutputError"
@@ -351,7 +351,7 @@ async def test_an_unresolvable_plan_output_fails_the_run() -> None:
         "steps": [{"id": "src", "tool": "untyped_source", "args": {"drop": True}}],
         "output": {"n": "${src.n}"},
     }
-    result = await prepare(plan, [untyped_source]).run()
+    result = await prepare(plan, [untyped_source], approve=True).run()
     assert result.status == "failed"
     assert result.output is None
     assert result.error is not None
@@ -399,7 +399,13 @@ async def test_iter_yields_events_in_a_sensible_order() -> None:
     rec = Recorder()
     cap = Capture()
     graph = DIAMOND
-    ex = prepare(probe_plan(graph, fail={"c"}), [rec.tool()], clock=LoopClock(), observers=[cap])
+    ex = prepare(
+        probe_plan(graph, fail={"c"}),
+        [rec.tool()],
+        clock=LoopClock(),
+        observers=[cap],
+        approve=True,
+    )
     events = [e async for e in ex.iter()]
     assert events == cap.events
     check_event_order(events, graph)
@@ -443,7 +449,7 @@ async def test_a_dependent_is_running_before_iter_hands_out_its_dependencys_succ
         ],
     }
     seen_at_success: dict[str, list[str]] = {}
-    async for event in prepare(plan, [probe]).iter():
+    async for event in prepare(plan, [probe], approve=True).iter():
         if event.type == E.STEP_SUCCEEDED:
             assert event.step_id is not None
             seen_at_success[event.step_id] = list(entered)
@@ -456,7 +462,7 @@ async def test_iter_order_on_random_dags(seed: int) -> None:
     """The same ordering holds for the event stream of random DAGs."""
     graph = random_dag(seed, n=12)
     rec = Recorder()
-    ex = prepare(probe_plan(graph), [rec.tool()], clock=LoopClock())
+    ex = prepare(probe_plan(graph), [rec.tool()], clock=LoopClock(), approve=True)
     check_event_order([e async for e in ex.iter()], graph)
 
 
@@ -465,7 +471,7 @@ async def test_run_is_a_thin_loop_over_iter_and_an_execution_runs_once() -> None
     """``run()`` returns the same result ``iter()`` leads to; a second run of the same
     ``Execution`` is refused."""
     rec = Recorder()
-    ex = prepare(probe_plan(DIAMOND), [rec.tool()], clock=LoopClock())
+    ex = prepare(probe_plan(DIAMOND), [rec.tool()], clock=LoopClock(), approve=True)
     result = await ex.run()
     assert result.status == "succeeded"
     assert result.to_dict() == ex.result().to_dict()
@@ -482,7 +488,9 @@ async def test_a_failing_observer_never_breaks_the_run(caplog: pytest.LogCapture
             raise RuntimeError("observer bug")
 
     rec = Recorder()
-    ex = prepare(probe_plan(DIAMOND), [rec.tool()], clock=LoopClock(), observers=[Broken()])
+    ex = prepare(
+        probe_plan(DIAMOND), [rec.tool()], clock=LoopClock(), observers=[Broken()], approve=True
+    )
     result = await ex.run()
     assert result.status == "succeeded"
     assert "observer" in caplog.text
@@ -493,6 +501,6 @@ def test_execution_accepts_a_plain_list_of_tools() -> None:
     rec = Recorder()
     plan = planrail.validate(probe_plan(DIAMOND), planrail.ToolRegistry([rec.tool()])).plan
     assert plan is not None
-    ex = Execution(plan, [rec.tool()])
+    ex = Execution(plan, [rec.tool()], approve=True)
     assert ex.status == "pending"
     assert set(ex.results) == set(DIAMOND.steps)

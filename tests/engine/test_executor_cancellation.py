@@ -8,11 +8,11 @@ import contextlib
 
 import pytest
 
-from planrail.engine.api import prepare
 from planrail.engine.events import Event, EventType
 from planrail.engine.executor import Execution
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
+from planrail.runs import prepare
 from planrail.store import open_store
 from planrail.types import StepStatus
 

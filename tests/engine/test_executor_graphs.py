@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from planrail.engine.api import prepare
 from planrail.engine.result import RunResult
+from planrail.runs import prepare
 from planrail.types import StepStatus
 
 from .graphs import CHAIN, DIAMOND, FAN, NAMED, TWO_CHAINS, Graph, antichain_cover, random_dag

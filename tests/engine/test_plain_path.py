@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 import planrail
-from planrail.engine.api import prepare
 from planrail.engine.events import Event
 from planrail.engine.runners import LocalRunner
 from planrail.engine.step_runner import StepRunner, ToolAction
@@ -20,6 +19,7 @@ from planrail.plan.model import Step
 from planrail.plan.tools import StepContext, ToolRegistry
 from planrail.policies.limits import ResourceLimit, RunPolicy
 from planrail.policies.retry import RetryPolicy
+from planrail.runs import prepare
 
 
 class Boom(Exception):

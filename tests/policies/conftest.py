@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from planrail.engine.api import prepare
 from planrail.engine.result import RunResult
 from planrail.policies import RunPolicy
+from planrail.runs import prepare
 
 
 async def run_plan(plan: dict[str, Any], tools: list[Any], **options: Any) -> RunResult:
     """Validate and run ``plan`` (a plan dict) with ``tools``; ``policy`` may be a dict."""
+    options.setdefault("approve", True)  # these tests are about policies, not approval
     policy = options.pop("policy", None)
     if isinstance(policy, dict):
         policy = RunPolicy(**policy)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from planrail.engine.api import prepare
 from planrail.engine.events import EventType
 from planrail.errors import RetryableError
+from planrail.runs import prepare
 from planrail.testing import ECHO, FaultTool, always_fail, fail_times, http_error
 
 from .conftest import retry, run_plan
@@ -101,7 +101,7 @@ async def test_a_failing_fallback_tool_fails_the_step_and_skips_dependents() -> 
 async def test_a_degraded_step_emits_step_degraded() -> None:
     """The event stream marks the step degraded, with the reason."""
     primary = always_fail("primary", ValueError("bad"))
-    execution = prepare(plan_with({"value": 0}), tools(primary))
+    execution = prepare(plan_with({"value": 0}), tools(primary), approve=True)
     events = [e async for e in execution.iter()]
     degraded = [e for e in events if e.type == EventType.STEP_DEGRADED]
     assert [e.step_id for e in degraded] == ["a"]

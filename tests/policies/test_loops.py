@@ -38,9 +38,11 @@ async def test_the_loop_stops_as_soon_as_until_holds() -> None:
 
 @pytest.mark.looptime
 async def test_a_loop_stops_at_max_iterations_with_a_clear_error() -> None:
-    """until never holds: exactly max_iterations calls, then LoopExhaustedError."""
+    """until never holds: exactly max_iterations calls, then LoopExhaustedError (the
+    repeated-call guard, which would stop the identical fourth call, is off here)."""
     tool = FaultTool("writer", [{"score": 1}])
-    result = await run_plan(loop_plan({"ge": ["${self.score}", 8]}, 4), [tool])
+    policy = {"max_identical_calls": None}
+    result = await run_plan(loop_plan({"ge": ["${self.score}", 8]}, 4), [tool], policy=policy)
     step = result.steps["draft"]
     assert result.status == "failed"
     assert tool.call_count == 4

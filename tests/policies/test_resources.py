@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from planrail.policies import ResourceGate, ResourceLimit, RunPolicy, TokenBucket
+from planrail.engine.resources import ResourceGate, TokenBucket
+from planrail.policies import ResourceLimit, RunPolicy
 from planrail.testing import ECHO, FakeClock, FaultTool, Slow, probe, slow
 
 from .conftest import now, run_plan
@@ -114,7 +115,9 @@ async def test_the_longest_remaining_path_is_admitted_first() -> None:
         ]
     }
     tools = [tool, slow("prep", 0.5), slow("tail", 50)]
-    result = await run_plan(plan, tools, policy={"resources": {"api": {"max_concurrency": 1}}})
+    # Four identical api_call probes: past the repeated-call guard's default, so it is off.
+    policy = {"resources": {"api": {"max_concurrency": 1}}, "max_identical_calls": None}
+    result = await run_plan(plan, tools, policy=policy)
     assert result.status == "succeeded"
     order = [(c.idempotency_key or "").rsplit(":", 1)[1] for c in tool.calls]
     assert order[1] == "critical"

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from planrail.engine.api import prepare
 from planrail.engine.events import EventType
 from planrail.errors import RetryableError
 from planrail.policies import RetryPolicy
+from planrail.runs import prepare
 from planrail.testing import FaultTool, always_fail, fail_times, http_error
 
 from .conftest import now, retry, run_plan
@@ -205,7 +205,7 @@ async def test_attempts_share_the_idempotency_key_and_count_up() -> None:
 async def test_retry_and_attempt_events_are_emitted() -> None:
     """Each failed attempt emits attempt_failed, each scheduled retry retry_scheduled (delay)."""
     tool = fail_times("flaky", 2)
-    execution = prepare(one_step("flaky", retry=retry(3, 1)), [tool])
+    execution = prepare(one_step("flaky", retry=retry(3, 1)), [tool], approve=True)
     events = [e async for e in execution.iter()]
     failed = [e for e in events if e.type == EventType.ATTEMPT_FAILED]
     scheduled = [e for e in events if e.type == EventType.RETRY_SCHEDULED]
@@ -217,7 +217,7 @@ async def test_retry_and_attempt_events_are_emitted() -> None:
 async def test_cancelling_the_run_during_a_backoff_is_not_swallowed() -> None:
     """A run cancelled while a step waits to retry ends cancelled; no further attempt happens."""
     tool = always_fail("down", RetryableError("down"))
-    execution = prepare(one_step("down", retry=retry(5, 100)), [tool])
+    execution = prepare(one_step("down", retry=retry(5, 100)), [tool], approve=True)
     task = asyncio.ensure_future(execution.run())
     await asyncio.sleep(50)
     task.cancel()
@@ -236,7 +236,7 @@ async def test_cancelling_the_run_during_an_attempt_propagates() -> None:
     from planrail.testing import hang
 
     tool = hang("stuck")
-    execution = prepare(one_step("stuck", retry=retry(5, 1), timeout=1000), [tool])
+    execution = prepare(one_step("stuck", retry=retry(5, 1), timeout=1000), [tool], approve=True)
     task = asyncio.ensure_future(execution.run())
     await asyncio.sleep(10)
     task.cancel()

@@ -114,6 +114,7 @@ def pay_plan(payee: str = "${doc.payee}", amount: Any = "${doc.amount}") -> dict
 
 
 async def run(plan: Plan, registry: ToolRegistry, **options: Any) -> RunResult:
+    options.setdefault("approve", True)
     return await Execution(plan, registry, **options).run()
 
 

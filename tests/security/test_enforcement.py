@@ -34,7 +34,12 @@ async def test_decisions_are_events_in_the_store(tmp_path: Path) -> None:
     reg = world.registry()
     store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
     execution = Execution(
-        plan_of(pay_plan(), reg), reg, store=store, security=ALLOW_ALL, run_id="run_decisions"
+        plan_of(pay_plan(), reg),
+        reg,
+        store=store,
+        security=ALLOW_ALL,
+        run_id="run_decisions",
+        approve=True,
     )
     await execution.run()
     events = [e for e in store.events("run_decisions") if e.type == "policy_decision"]
@@ -203,7 +208,9 @@ async def test_one_changed_character_in_an_approved_plan_is_refused(tmp_path: Pa
     tampered = plan_of(pay_plan(payee=LEGIT[:-1] + "T"), reg)
     assert tampered.hash != approved.hash
     store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
-    execution = Execution(tampered, reg, approval=approval, store=store, run_id="run_tampered")
+    execution = Execution(
+        tampered, reg, approval=approval, store=store, run_id="run_tampered", approve=True
+    )
     with pytest.raises(ApprovalMismatchError) as err:
         await execution.run()
     assert isinstance(err.value, ApprovalRefusedError)
@@ -234,6 +241,7 @@ async def test_a_replan_sealed_into_an_open_run_needs_its_own_approval() -> None
         reg,
         open_plan=True,
         approval={"plan_hash": other.hash},
+        approve=True,
     )
     with pytest.raises(ApprovalMismatchError):
         execution.seal(plan)

@@ -66,6 +66,7 @@ async def test_canaries_stay_out_of_store_trace_logs_and_events(
         run_id="run_canary",
         observers=[Spy()],
         approval={"plan_hash": plan.hash, "by": "test"},
+        approve=True,
     )
     trace = TraceWriter(tmp_path / "trace.jsonl").attach(execution)
     with caplog.at_level(logging.DEBUG, logger="planrail"):
@@ -94,7 +95,7 @@ async def test_the_stored_records_show_where_secrets_were(tmp_path: Path) -> Non
     reg = world.registry()
     plan = plan_of(secret_plan(), reg)
     store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
-    await Execution(plan, reg, store=store, run_id="run_rec").run()
+    await Execution(plan, reg, store=store, run_id="run_rec", approve=True).run()
     steps = store.get_steps("run_rec")
     run = store.get_run("run_rec")
     store.close()
@@ -161,4 +162,4 @@ def test_a_plan_without_secret_tools_pays_nothing() -> None:
     reg = ToolRegistry([plain])
     plan = plan_of({"steps": [{"id": "p", "tool": "plain", "args": {"x": "y"}}]}, reg)
     assert Redactor.for_plan(plan, reg) is None
-    assert Execution(plan, reg).redactor is None
+    assert Execution(plan, reg, approve=True).redactor is None

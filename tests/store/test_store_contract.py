@@ -34,7 +34,7 @@ def test_create_run_then_get_run_returns_every_field(store: Store, make_run: Mak
         updated_at=2.25,
         output={"user": "u-1"},
         approval={"by": "alice", "plan_hash": "sha256:abc"},
-        error={"type": "StepFailedError", "message": "boom", "retryable": False},
+        error={"type": "RuntimeError", "message": "boom", "retryable": False},
         metadata={"tags": ["a", "b"]},
     )
     store.create_run(run)

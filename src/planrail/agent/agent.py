@@ -9,29 +9,30 @@ the world waits for the whole plan's validation and approval.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planrail.agent.approval import (
-    ApprovalCallback,
-    ApprovalPolicy,
-    ask,
-    make_request,
-    side_effecting_steps,
-)
-from planrail.agent.llm_step import LLMStepHandler
+from planrail.agent.approval import ApprovalCallback, ApprovalPolicy, side_effecting_steps
 from planrail.agent.result import AgentResult, Trace
+from planrail.agent.stages import kept_calls, stage_failure_text
 from planrail.clock import SYSTEM_CLOCK
-from planrail.engine.executor import Execution, FailureMode
+from planrail.engine.call_guard import CallGuard
+from planrail.engine.executor import Execution, FailureMode, new_run_id
 from planrail.engine.result import RunResult, StepResult
 from planrail.llm.base import LLM
 from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable
 from planrail.llm.errors import BudgetExceededError, LLMError
 from planrail.plan.model import Plan
-from planrail.plan.tools import AnyTool, ToolRegistry
+from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
 from planrail.planner.planner import Planner, PlanningError
 from planrail.planner.retry import LLMRetry
+from planrail.policies.limits import RunPolicy
+from planrail.policies.security import ApproveCall, SecurityPolicy
+from planrail.runs.build import prepare
+from planrail.runs.llm_step import LLMStepHandler
+from planrail.store.base import Store
 from planrail.types import Clock, Observer, StepStatus
 
 __all__ = ["Agent", "RunContext"]
@@ -50,6 +51,10 @@ class RunContext:
     result: AgentResult
     args: dict[str, Any] = field(default_factory=dict)
     """The resolved arguments of the last execution's steps (for the replan prompt)."""
+    run_id: str = ""
+    """The store's run id of the first plan; replan N runs as ``RUN_ID-rN``."""
+    calls: CallGuard | None = None
+    """The repeated-call guard, shared by the plan and its replans."""
 
 
 class Agent:
@@ -59,6 +64,10 @@ class Agent:
     the world); without a callback such a plan is refused. ``max_replans`` (default 0) bounds
     how often a failed run is replanned. ``stream`` lets read-only steps start while the plan
     is still streaming, when the model streams.
+
+    Every plan runs through the one run path (:func:`planrail.runs.prepare`): with ``store``
+    each plan version is a stored, resumable run (the first as ``run_id``, replan N as
+    ``run_id-rN``), under ``security`` and ``policy``, observed by ``observers``.
     """
 
     def __init__(
@@ -80,6 +89,12 @@ class Agent:
         failure_mode: FailureMode = "continue",
         models: Callable[[str], LLM] | None = None,
         summary_chars: int = 4000,
+        store: Store | None = None,
+        security: SecurityPolicy | None = None,
+        policy: RunPolicy | None = None,
+        tool_runner: ToolRunner | None = None,
+        approve_call: ApproveCall | None = None,
+        run_id: str | None = None,
     ) -> None:
         if max_replans < 0:
             raise ValueError("max_replans must be >= 0")
@@ -99,6 +114,13 @@ class Agent:
         self.failure_mode: FailureMode = failure_mode
         self.models = models
         self.summary_chars = summary_chars
+        self.store = store
+        self.security = security
+        self.policy = policy or RunPolicy()
+        """The run policy of every execution (repeated-call guard, limits, resources)."""
+        self.tool_runner = tool_runner
+        self.approve_call = approve_call
+        self.run_id = run_id
 
     # ------------------------------------------------------------------ the loop
 
@@ -148,7 +170,15 @@ class Agent:
         )
         result = AgentResult(goal, trace=trace.events)
         return RunContext(
-            goal, meter, llm, trace, planner, LLMStepHandler(llm, models=models), result
+            goal,
+            meter,
+            llm,
+            trace,
+            planner,
+            LLMStepHandler(llm, models=models),
+            result,
+            run_id=self.run_id or new_run_id(),
+            calls=CallGuard.for_policy(self.policy),
         )
 
     async def _first(self, ctx: RunContext) -> None:
@@ -160,68 +190,100 @@ class Agent:
         planning = await ctx.planner.plan(ctx.goal)
         ctx.result.attempts.extend(planning.attempts)
         ctx.result.plan = planning.plan
-        record = await self.approve(ctx, planning.plan, "plan")
-        if record is not None:
-            await self.execute(ctx, planning.plan, record)
+        await self.execute(ctx, planning.plan, reason="plan")
 
     # ------------------------------------------------------------------ pieces
 
-    async def approve(
-        self, ctx: RunContext, plan: Plan, reason: str, reused: Iterable[str] = ()
-    ) -> dict[str, Any] | None:
-        """The approval record for ``plan``, or ``None`` (and status ``refused``) if refused."""
-        kept = list(reused)
-        done = set(kept)
-        needed = [s for s in self.approval_policy(plan, self.registry) if s not in done]
-        if not needed:
-            ctx.trace.note("approval_not_required", reason=reason)
-            return {"plan_hash": plan.hash, "by": "not required"}
-        ctx.trace.note("approval_requested", reason=reason, steps=needed)
-        request = make_request(plan, self.registry, needed, reason, kept)
-        if await ask(self.approval, request):
-            ctx.trace.note("approved", reason=reason)
-            return {"plan_hash": plan.hash, "by": "approval callback", "steps": needed}
-        ctx.trace.note("refused", reason=reason)
-        ctx.result.status = "refused"
-        ctx.result.reason = (
-            f"approval refused for {', '.join(needed)}: nothing that changes the world was run"
-            if self.approval is not None
-            else f"{', '.join(needed)} need approval, but no approval callback was given"
-            " (pass approval=..., or approve_all)"
-        )
-        return None
+    def approver(self, ctx: RunContext, reason: str) -> Any:
+        """The approver handed to the run's gate: the agent's callback, with the asking noted
+        in the agent's trace (and ``refused`` recorded on the result)."""
+
+        async def ask_callback(request: Any) -> bool | None:
+            ctx.trace.note("approval_requested", reason=reason, steps=list(request.steps))
+            if self.approval is None:
+                answer: bool | None = False
+            else:
+                raw = self.approval(request)
+                answer = await raw if inspect.isawaitable(raw) else raw
+            ctx.trace.note("approved" if answer else "refused", reason=reason)
+            if not answer:
+                ctx.result.status = "refused"
+                steps = ", ".join(request.steps)
+                ctx.result.reason = (
+                    f"approval refused for {steps}: nothing that changes the world was run"
+                    if self.approval is not None
+                    else f"{steps} need approval, but no approval callback was given"
+                    " (pass approval=..., or approve_all)"
+                )
+            return answer
+
+        ask_callback.label = "approval callback"  # type: ignore[attr-defined]
+        return ask_callback
 
     def execution(
         self,
         ctx: RunContext,
         plan: Plan,
-        record: dict[str, Any] | None,
         *,
+        reason: str = "plan",
         open_plan: bool = False,
         reuse: Mapping[str, StepResult] | None = None,
     ) -> Execution:
-        return Execution(
-            plan,
-            self.registry,
-            max_concurrency=self.max_concurrency,
-            failure_mode=self.failure_mode,
-            clock=self.clock,
-            observers=[*self.observers, ctx.trace],
-            handlers={"llm_call": ctx.handler},
-            open_plan=open_plan,
-            approval=record,
-            restored=reuse,
-        )
+        """The execution of one plan version, built by the one run path."""
+        version = len(ctx.result.runs)
+        run_id = ctx.run_id if version == 0 else f"{ctx.run_id}-r{version}"
+        common: dict[str, Any] = {
+            "run_id": run_id,
+            "security": self.security,
+            "policy": self.policy,
+            "approver": self.approver(ctx, reason),
+            "approve_call": self.approve_call,
+            "observers": [
+                *(o for o in self.observers if not hasattr(o, "attach")),
+                ctx.trace,
+            ],
+            "handlers": {"llm_call": ctx.handler},
+            "tool_runner": self.tool_runner,
+            "max_concurrency": self.max_concurrency,
+            "failure_mode": self.failure_mode,
+            "clock": self.clock,
+            "restored": reuse,
+            "reason": reason,
+            "call_guard": ctx.calls,
+        }
+        if open_plan:  # streamed: validated step by step, checkpointed once sealed
+            execution = Execution(
+                plan,
+                self.registry,
+                open_plan=True,
+                store=self.store,
+                approval_policy=self.approval_policy,
+                **common,
+            )
+        else:
+            execution = prepare(
+                plan,
+                self.registry,
+                store=self.store,
+                approval_policy=self.approval_policy,
+                **common,
+            )
+        for observer in self.observers:  # traces and OTel learn each plan version
+            if hasattr(observer, "attach"):
+                observer.attach(execution)
+        return execution
 
     async def execute(
         self,
         ctx: RunContext,
         plan: Plan,
-        record: dict[str, Any],
         reuse: Mapping[str, StepResult] | None = None,
+        *,
+        reason: str = "plan",
     ) -> RunResult:
         """Run ``plan``; steps in ``reuse`` are not executed again: their outputs are reused."""
-        execution = self.execution(ctx, plan, record, reuse=reuse)
+        execution = self.execution(ctx, plan, reason=reason, reuse=reuse)
+        ctx.trace.note("run_built", run_id=execution.run_id, reason=reason)
         return await self.drive(ctx, execution)
 
     async def drive(self, ctx: RunContext, execution: Execution) -> RunResult:
@@ -237,7 +299,10 @@ class Agent:
         result = execution.result()
         ctx.result.runs.append(result)
         ctx.result.run = result
-        ctx.result.status = result.status
+        if result.status == "awaiting_approval":
+            ctx.result.status = "refused"
+        else:
+            ctx.result.status = result.status
         ctx.args = dict(execution.args)
         return result
 
@@ -249,7 +314,7 @@ class Agent:
         if run is None or plan is None:
             return False
         failed = [sid for sid, r in run.steps.items() if r.status == StepStatus.FAILED]
-        if not failed:
+        if not failed and not run.rejected_stages:
             return False
         finished = _reusable(plan, run)
         res.replans += 1
@@ -258,16 +323,16 @@ class Agent:
             ctx.goal,
             plan,
             {sid: run.steps[sid].output for sid in finished},
-            _failure_text(plan, run, failed, ctx.args),
+            _failure_text(plan, run, failed, ctx.args) + stage_failure_text(plan, run, finished),
             summary_chars=self.summary_chars,
         )
         res.attempts.extend(planning.attempts)
         res.plan = planning.plan
-        record = await self.approve(ctx, planning.plan, f"replan {res.replans}", finished)
-        if record is None:
-            return False
-        await self.execute(ctx, planning.plan, record, {sid: run.steps[sid] for sid in finished})
-        return True
+        reuse = {sid: run.steps[sid] for sid in finished}
+        if ctx.calls is not None:
+            ctx.calls.new_plan(kept_calls(plan, finished, ctx.args))
+        await self.execute(ctx, planning.plan, reuse, reason=f"replan {res.replans}")
+        return res.status != "refused"
 
 
 def _reusable(plan: Plan, run: RunResult) -> list[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from planrail.plan.effects import step_effect
 from planrail.plan.loader import normalize
 from planrail.plan.model import Plan, Step
 from planrail.plan.validate import validate
@@ -36,7 +37,7 @@ async def run_streamed(agent: Agent, ctx: RunContext) -> None:
     """The first plan of :meth:`Agent.run`, streamed (see the module docstring)."""
     from planrail.agent.agent import cancel
 
-    execution = agent.execution(ctx, Plan(goal=ctx.goal, steps=()), None, open_plan=True)
+    execution = agent.execution(ctx, Plan(goal=ctx.goal, steps=()), open_plan=True)
     runner = asyncio.create_task(agent.drive(ctx, execution))
     added: dict[str, Step] = {}
     seen: set[str] = set()
@@ -59,19 +60,17 @@ async def run_streamed(agent: Agent, ctx: RunContext) -> None:
         raise
     ctx.result.attempts.extend(planning.attempts)
     plan = ctx.result.plan = planning.plan
-    try:
-        record = await agent.approve(ctx, plan, "plan")
-    except BaseException:
-        await cancel(runner)
-        raise
-    if record is None:
-        await cancel(runner)
-        ctx.result.run = execution.result()
-        return
     unchanged = all(plan.by_id.get(sid) == step for sid, step in added.items())
     if unchanged and not runner.done():
-        execution.approval = record
-        execution.seal(plan)
+        try:
+            approved = await execution.approve_and_seal(plan)
+        except BaseException:
+            await cancel(runner)
+            raise
+        if not approved:
+            await cancel(runner)
+            ctx.result.run = execution.result()
+            return
         ctx.trace.note("plan_sealed", steps=len(plan.steps))
         await runner
         return
@@ -83,7 +82,7 @@ async def run_streamed(agent: Agent, ctx: RunContext) -> None:
     }
     ctx.trace.note("stream_replaced", reused=list(reuse))
     if ctx.meter.exceeded is None:
-        await agent.execute(ctx, plan, record, reuse)
+        await agent.execute(ctx, plan, reuse, reason="plan")
 
 
 def _startable(agent: Agent, goal: str, raw: dict[str, Any], added: dict[str, Step]) -> Step | None:
@@ -91,9 +90,6 @@ def _startable(agent: Agent, goal: str, raw: dict[str, Any], added: dict[str, St
     normalized, _ = normalize({"steps": [raw]})
     data = normalized["steps"][0]
     if not isinstance(data, dict) or data.get("action", "tool_call") != "tool_call":
-        return None
-    spec = agent.registry.spec(str(data.get("tool")))
-    if spec is None or spec.side_effects != "none" or spec.requires_approval:
         return None
     deps = data.get("depends_on") or []
     if not isinstance(deps, list) or any(d not in added for d in deps):
@@ -103,6 +99,8 @@ def _startable(agent: Agent, goal: str, raw: dict[str, Any], added: dict[str, St
     if report.plan is None:
         return None
     step = report.plan.steps[-1]
+    if not step_effect(step, agent.registry).may_start_early:
+        return None
     if list(agent.approval_policy(Plan(goal=goal, steps=(step,)), agent.registry)):
         return None
     return step

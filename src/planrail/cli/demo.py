@@ -19,12 +19,13 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.table import Table
 
-from planrail.cli.app import side_effects_of
 from planrail.cli.render import print_issues, print_plan, print_result
-from planrail.engine.executor import Execution
+from planrail.engine.approval import approve_all
 from planrail.engine.result import StepResult
+from planrail.plan.effects import effects_of
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
+from planrail.runs import prepare
 
 __all__ = ["run_demo"]
 
@@ -63,7 +64,7 @@ def run_demo(console: Console, *, fast: bool = False, crm: Path | None = None) -
     if report.plan is None:  # the shipped plan is tested; this guards a broken install
         print_issues(console, report, "the demo plan")
         return 3
-    effects = side_effects_of(report.plan, registry)
+    effects = {sid: e.side_effects for sid, e in effects_of(report.plan.steps, registry).items()}
     print_plan(console, report.plan, effects)
     console.print(
         "[dim]Approved automatically for the demo (`planrail run` asks, or takes --yes).[/]\n"
@@ -71,7 +72,7 @@ def run_demo(console: Console, *, fast: bool = False, crm: Path | None = None) -
 
     from planrail.cli.progress import make_progress
 
-    execution = Execution(report.plan, registry)
+    execution = prepare(report.plan, registry, approver=approve_all)
     progress = make_progress(console, [s.id for s in report.plan.steps], quiet=False)
     execution.observers.append(progress)
     with progress:

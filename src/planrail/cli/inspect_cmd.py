@@ -14,17 +14,17 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from planrail.cli.app import (
+from planrail.cli.common import (
     CatalogOpt,
     ExitCode,
     JsonOpt,
     StoreOpt,
     ToolsOpt,
-    _check_plan_path,
-    _fail,
-    _out,
     app,
+    check_plan_path,
+    fail,
     open_store_or_exit,
+    out,
     registry_from,
 )
 from planrail.cli.render import STATUS_STYLE, print_issues
@@ -68,12 +68,12 @@ def show_cmd(
     Inputs of parameters a tool declares secret (known from --tools/--catalog), and of
     parameters named like secrets (api_key, password, token, …), are shown as "***".
     """
-    console = _out(json_out)
+    console = out(json_out)
     view = _load_view(run_id, trace, tools, catalog, store, console)
     if step is not None:
         detail = view.step_detail(step)
         if detail is None:
-            raise _fail(console, f"run {view.run_id} has no step '{step}'", ExitCode.USAGE)
+            raise fail(console, f"run {view.run_id} has no step '{step}'", ExitCode.USAGE)
         if json_out:
             print(json.dumps(detail, ensure_ascii=False, default=str))
         else:
@@ -97,9 +97,9 @@ def _load_view(
         try:
             return read_trace(trace, run_id)
         except TraceError as exc:
-            raise _fail(console, exc.message, ExitCode.USAGE) from None
+            raise fail(console, exc.message, ExitCode.USAGE) from None
     if run_id is None:
-        raise _fail(console, "give a RUN_ID (or --trace FILE)", ExitCode.USAGE)
+        raise fail(console, "give a RUN_ID (or --trace FILE)", ExitCode.USAGE)
     the_store = open_store_or_exit(store, console)
     secrets: dict[str, frozenset[str]] = {}
     if tools or catalog:
@@ -109,7 +109,7 @@ def _load_view(
             secrets[raw["id"]] = secret_params_of(registry.spec(raw.get("tool") or ""))
     view = RunView.from_store(the_store, run_id, lambda sid: secrets.get(sid, frozenset()))
     if view is None:
-        raise _fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
+        raise fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
     return view
 
 
@@ -148,11 +148,44 @@ def render_show(console: Console, view: RunView) -> None:
         )
     if s["error"]:
         console.print(Text(f"error    {s['error']}", "red"))
+    stages = _stages(view)
+    if stages is not None:
+        console.print(stages)
     console.print(_step_table(view))
     console.print(_timeline(view))
     if view.result.output is not None:
         console.print(Text("output", "bold"))
         console.print_json(json.dumps(view.result.output, ensure_ascii=False, default=str))
+
+
+def _stages(view: RunView) -> Table | None:
+    """The plan's stages as groups: sub-goal, steps with their status, the check's verdict."""
+    stages = view.plan.get("stages") or []
+    if not stages:
+        return None
+    verdicts = {
+        e["data"].get("stage"): e["data"]
+        for e in view.events
+        if e["type"] == EventType.STAGE_CHECKED
+    }
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("stage", "sub-goal", "steps", "check"):
+        table.add_column(col)
+    for stage in stages:
+        steps = Text()
+        for sid in stage.get("steps", []):
+            r = view.result.steps.get(sid)
+            icon, style = STATUS_STYLE.get(str(r.status) if r else "", ("", ""))
+            steps.append(f"{icon} {sid}  ", style)
+        verdict = verdicts.get(stage.get("id"))
+        if verdict is None:
+            check = Text("confirm: not reached" if stage.get("confirm") else "—", "dim")
+        elif verdict.get("ok"):
+            check = Text(f"confirmed: {verdict.get('reason')}", "green")
+        else:
+            check = Text(f"not confirmed: {verdict.get('reason')}", "red")
+        table.add_row(str(stage.get("id")), str(stage.get("goal", "")), steps, check)
+    return table
 
 
 def _step_table(view: RunView) -> Table:
@@ -299,7 +332,7 @@ def graph_cmd(
 
     SVG is laid out by planrail itself: no Graphviz needed.
     """
-    console = _out(output is None)
+    console = out(output is None)
     graph = _graph_of(target, store, console)
     text = {"mermaid": to_mermaid, "dot": to_dot, "svg": to_svg}[fmt.value](graph)
     if output is None:
@@ -315,10 +348,10 @@ def _graph_of(target: str, store: str | None, console: Console) -> DepGraph:
         try:
             view = read_trace(path)
         except TraceError as exc:
-            raise _fail(console, exc.message, ExitCode.USAGE) from None
+            raise fail(console, exc.message, ExitCode.USAGE) from None
         return _run_graph(view)
     if path.suffix in (".json", ".yaml", ".yml") or path.exists():
-        _check_plan_path(path, console)
+        check_plan_path(path, console)
         report = validate(path)
         if report.plan is None:
             print_issues(console, report, str(path))
@@ -326,7 +359,7 @@ def _graph_of(target: str, store: str | None, console: Console) -> DepGraph:
         return DepGraph.of(report.plan)
     stored = RunView.from_store(open_store_or_exit(store, console), target)
     if stored is None:
-        raise _fail(console, f"'{target}' is neither a plan file nor a run id", ExitCode.USAGE)
+        raise fail(console, f"'{target}' is neither a plan file nor a run id", ExitCode.USAGE)
     return _run_graph(stored)
 
 

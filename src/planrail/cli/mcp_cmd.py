@@ -7,17 +7,18 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from planrail.cli.app import (
+from planrail.cli.common import (
     CatalogOpt,
     ExitCode,
     StoreOpt,
     ToolsOpt,
-    _fail,
     app,
+    fail,
     open_store_or_exit,
     registry_from,
 )
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
+from planrail.errors import MissingExtraError
 
 __all__: list[str] = []
 
@@ -47,8 +48,8 @@ def serve_cmd(
     host, port = _address(http, console) if http is not None else ("", 0)
     try:
         from planrail.integrations.mcp.server import Service, build_server
-    except ImportError as exc:
-        raise _fail(console, str(exc), ExitCode.USAGE) from None
+    except MissingExtraError as exc:
+        raise fail(console, exc.message, ExitCode.USAGE) from None
     registry = registry_from(tools, catalog, console)
     add_mcp_tools(registry, mcp, mcp_config, console)
     server = build_server(Service(registry, open_store_or_exit(store, console)))
@@ -70,5 +71,5 @@ def serve_cmd(
 def _address(value: str, console: Console) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise _fail(console, f"--http {value}: expected HOST:PORT", ExitCode.USAGE)
+        raise fail(console, f"--http {value}: expected HOST:PORT", ExitCode.USAGE)
     return host, int(port)

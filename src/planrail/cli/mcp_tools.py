@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-from planrail.errors import PlanrailError
+from planrail.cli.common import ExitCode, fail
+from planrail.errors import MissingExtraError, PlanrailError
 from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
 
@@ -58,8 +58,8 @@ def add_mcp_tools(
         return None
     try:
         from planrail.integrations.mcp import MCPHub, mcp_tools, servers_from
-    except ImportError as exc:
-        raise _usage(console, str(exc)) from None
+    except MissingExtraError as exc:
+        raise _usage(console, exc.message) from None
     try:
         servers = servers_from(mcp or (), mcp_config or ())
         hub = MCPHub(servers).start()
@@ -99,5 +99,4 @@ def _when_the_command_ends(close: Callable[[], None]) -> None:
 
 
 def _usage(console: Console, message: str) -> typer.Exit:
-    console.print(f"[red]error:[/] {escape(message)}", highlight=False)
-    return typer.Exit(2)
+    return fail(console, message, ExitCode.USAGE)

@@ -8,33 +8,39 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.tree import Tree
 
-from planrail.agent import Agent, AgentResult, ApprovalRequest
-from planrail.cli.app import (
+from planrail.agent import Agent, AgentResult
+from planrail.cli.common import (
+    BaseUrlOpt,
     CatalogOpt,
     ExitCode,
     JsonOpt,
+    PolicyOpt,
     QuietOpt,
+    StoreOpt,
+    StrictOpt,
     ToolsOpt,
-    _fail,
-    _out,
+    TraceOpt,
+    YesOpt,
     app,
+    ask_call,
+    fail,
+    open_store_or_exit,
+    out,
     registry_from,
+    security_policy,
+    terminal_approver,
 )
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
-from planrail.cli.render import print_plan, print_result
+from planrail.cli.render import print_result
 from planrail.errors import PlanrailError
 from planrail.llm import Budget, PriceTable, open_llm
-from planrail.plan.graph import topological_order
-from planrail.plan.model import Plan
 
 __all__: list[str] = []
 
@@ -44,54 +50,6 @@ _EXIT = {
     "invalid": ExitCode.INVALID_PLAN,
     "cancelled": ExitCode.INTERRUPTED,
 }
-
-
-def print_graph(console: Console, plan: Plan) -> None:
-    """The plan as a dependency tree: each step under the steps it waits for."""
-    order = topological_order({s.id: list(s.depends_on) for s in plan.steps})
-    tree = Tree("[bold]graph[/] (a step runs after the steps it is listed under)")
-    nodes: dict[str, Tree] = {}
-    for sid in order:
-        step = plan.step(sid)
-        label = f"{sid} [dim]({step.tool or step.action})[/]"
-        if step.depends_on:
-            parent = nodes.get(step.depends_on[0], tree)
-            others = [d for d in step.depends_on[1:]]
-            label += f" [dim]also after {', '.join(others)}[/]" if others else ""
-        else:
-            parent = tree
-        nodes[sid] = parent.add(label)
-    console.print(tree)
-
-
-def print_sources(console: Console, request: ApprovalRequest) -> None:
-    """For each step to approve: where each argument value comes from."""
-    for sid in request.steps:
-        console.print(f"[bold]{sid}[/] ({request.side_effects.get(sid, '?')}):")
-        for name, sources in request.sources(sid).items():
-            style = "green" if sources == ["user"] else "cyan"
-            shown = (
-                "from the user (written in the plan)" if sources == ["user"] else ", ".join(sources)
-            )
-            console.print(f"  {name}: [{style}]{shown}[/]")
-
-
-def _approval(console: Console, yes: bool) -> Any:
-    async def callback(request: ApprovalRequest) -> bool:
-        if yes:
-            return True
-        print_plan(console, request.plan, request.side_effects)
-        print_graph(console, request.plan)
-        print_sources(console, request)
-        if request.reused:
-            console.print(f"reused (not run again): {', '.join(request.reused)}")
-        console.print(f"{len(request.steps)} step(s) change the world: {', '.join(request.steps)}")
-        if not sys.stdin.isatty():
-            console.print("[red]approval needed[/]: no terminal to ask on; pass --yes to approve")
-            return False
-        return await asyncio.to_thread(typer.confirm, "Run this plan?", default=False, err=True)
-
-    return callback
 
 
 def _exit_code(result: AgentResult) -> ExitCode:
@@ -113,11 +71,8 @@ def plan_cmd(
     ],
     tools: ToolsOpt = None,
     catalog: CatalogOpt = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option("--base-url", help="OpenAI-compatible server (vLLM, Ollama, llama.cpp, …)."),
-    ] = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve without asking.")] = False,
+    base_url: BaseUrlOpt = None,
+    yes: YesOpt = False,
     stream: Annotated[
         bool,
         typer.Option("--stream/--no-stream", help="Start read-only steps while the plan streams."),
@@ -139,28 +94,46 @@ def plan_cmd(
     max_concurrency: Annotated[
         int | None, typer.Option("--max-concurrency", min=1, help="Most steps running at once.")
     ] = None,
+    store: StoreOpt = None,
+    policy: PolicyOpt = None,
+    strict: StrictOpt = False,
+    trace: TraceOpt = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Id of the first plan's run (replans: -rN).")
+    ] = None,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
 ) -> None:
-    """Have a model plan GOAL with the given tools, approve the plan, then run it."""
-    console = _out(json_out)
+    """Have a model plan GOAL with the given tools, approve the plan, then run it.
+
+    Each plan version is a stored run (resumable, listed by `planrail runs`), under the same
+    security policy, approval and traces as `planrail run`.
+    """
+    console = out(json_out)
     registry = registry_from(tools, catalog, console)
-    hub = add_mcp_tools(registry, mcp, mcp_config, console)
-    if not tools and hub is None:
-        raise _fail(console, "plan needs --tools or --mcp: the tools to plan with", ExitCode.USAGE)
+    if add_mcp_tools(registry, mcp, mcp_config, console) is None and not tools:
+        raise fail(console, "plan needs --tools or --mcp: the tools to plan with", ExitCode.USAGE)
     try:
         llm = open_llm(model, base_url=base_url)
         table = PriceTable.from_mapping(json.loads(prices.read_text())) if prices else None
     except PlanrailError as exc:
-        raise _fail(console, exc.message, ExitCode.USAGE) from None
+        raise fail(console, exc.message, ExitCode.USAGE) from None
     except (OSError, ValueError, AttributeError) as exc:
-        raise _fail(console, f"{prices}: not a price table ({exc})", ExitCode.USAGE) from None
+        raise fail(console, f"{prices}: not a price table ({exc})", ExitCode.USAGE) from None
+    security = security_policy(policy, strict, console)
+    the_store = open_store_or_exit(store, console)
+    observers = _observers(console, trace, quiet=quiet or json_out)
     agent = Agent(
         llm,
         registry,
-        approval=_approval(console, yes),
+        approval=terminal_approver(console, yes=yes),
+        store=the_store,
+        security=security,
+        approve_call=ask_call(console) if security is not None else None,
+        observers=observers,
+        run_id=run_id,
         budget=Budget(max_llm_calls, max_input_tokens, max_output_tokens, max_cost),
         prices=table,
         max_repairs=max_repairs,
@@ -180,6 +153,13 @@ def plan_cmd(
     else:
         _print(console, result)
     raise typer.Exit(_exit_code(result))
+
+
+def _observers(console: Console, trace: Path | None, *, quiet: bool) -> list[Any]:
+    """The same observers as ``planrail run``: the trace file, OpenTelemetry, progress lines."""
+    from planrail.cli.progress import observers_for
+
+    return observers_for(trace, console, quiet=quiet)
 
 
 async def _run(agent: Agent, goal: str) -> AgentResult:

@@ -189,6 +189,10 @@ class LineProgress:
     def __enter__(self) -> LineProgress:
         return self
 
+    def attach(self, execution: Any) -> LineProgress:
+        execution.observers.append(self)
+        return self
+
     def __exit__(self, *exc: Any) -> None:
         return None
 
@@ -243,12 +247,13 @@ def make_progress(console: Console, step_ids: list[str], *, quiet: bool) -> Any:
     return LineProgress(console)
 
 
-def attach_observers(execution: Any, trace: Path | None, console: Console) -> None:
-    """Add what the command line was asked to watch ``execution`` with, before it runs.
+def observers_for(trace: Path | None, console: Console, *, quiet: bool = True) -> list[Any]:
+    """What the command line was asked to watch runs with, each with ``attach(execution)``.
 
     ``trace``: a JSON Lines trace file (appended to). OpenTelemetry: when the standard
-    ``OTEL_*`` variables ask for it (see :func:`planrail.observe.otel_config.configure_from_env`); a
-    missing ``[otel]`` extra is a usage error (exit 2) saying how to install it.
+    ``OTEL_*`` variables ask for it (see :func:`planrail.observe.otel_config.configure_from_env`);
+    a missing ``[otel]`` extra is a usage error (exit 2) saying how to install it. Unless
+    ``quiet``, one progress line per event (for runs whose steps are not known in advance).
     """
     import typer
     from rich.markup import escape
@@ -257,16 +262,26 @@ def attach_observers(execution: Any, trace: Path | None, console: Console) -> No
     from planrail.observe.otel_config import configure_from_env
     from planrail.observe.trace import TraceWriter
 
+    found: list[Any] = []
     try:
         otel = configure_from_env()
     except PlanrailError as exc:
         console.print(f"[red]error:[/] {escape(exc.message)}", highlight=False)
         raise typer.Exit(2) from None
     if otel is not None:
-        otel.attach(execution)
+        found.append(otel)
     if trace is not None:
         try:
-            TraceWriter(trace).attach(execution)
+            found.append(TraceWriter(trace))
         except OSError as exc:
             console.print(f"[red]error:[/] --trace {escape(str(trace))}: {exc.strerror}")
             raise typer.Exit(2) from None
+    if not quiet:
+        found.append(LineProgress(console))
+    return found
+
+
+def attach_observers(execution: Any, trace: Path | None, console: Console) -> None:
+    """Attach :func:`observers_for` ``trace`` (no progress: :func:`make_progress` adds it)."""
+    for observer in observers_for(trace, console):
+        observer.attach(execution)

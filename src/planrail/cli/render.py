@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -73,7 +73,7 @@ def _sources(args: Any) -> str:
     return ", ".join(dict.fromkeys(found)) if found else "user"
 
 
-def print_plan(console: Console, plan: Plan, side_effects: dict[str, str] | None = None) -> None:
+def print_plan(console: Console, plan: Plan, side_effects: Mapping[str, str] | None = None) -> None:
     """The plan as a table: each step, what it calls, what it waits for, and where its inputs
     come from ("user" for literals, else the producing steps)."""
     table = Table(title=plan.goal or None, show_lines=False, expand=False)

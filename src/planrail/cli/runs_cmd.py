@@ -2,39 +2,46 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from planrail.cli.app import (
+from planrail.cli.common import (
+    BackendOpt,
+    BaseUrlOpt,
     CatalogOpt,
     ExitCode,
     JsonOpt,
+    ModelOpt,
+    PolicyOpt,
     QuietOpt,
+    RayAddressOpt,
     StoreOpt,
+    StrictOpt,
     ToolsOpt,
     TraceOpt,
-    _fail,
-    _out,
+    YesOpt,
     app,
     emit_result,
-    execute,
-    exit_code,
+    fail,
+    open_llm_or_exit,
     open_store_or_exit,
+    operator_name,
+    out,
     registry_from,
+    security_policy,
+    tool_runner_for,
 )
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools, pin_mcp_schemas
-from planrail.cli.progress import attach_observers
 from planrail.cli.render import print_issues
-from planrail.clock import SYSTEM_CLOCK
+from planrail.cli.run_cmd import run as run_on_terminal
+from planrail.engine import operations
 from planrail.engine.checkpoint import load_result
-from planrail.engine.executor import Execution
+from planrail.errors import PlanrailError
 from planrail.plan.validate import validate
 from planrail.store import RUN_STATUSES
-from planrail.types import StepStatus
 
 __all__: list[str] = []
 
@@ -51,20 +58,36 @@ def resume_cmd(
         float,
         typer.Option("--wait", min=0, help="Seconds to wait while another runner holds the run."),
     ] = 0.0,
+    yes: YesOpt = False,
+    policy: PolicyOpt = None,
+    strict: StrictOpt = False,
+    override_policy: Annotated[
+        bool,
+        typer.Option(
+            "--override-policy",
+            help="Resume under --policy/--strict although the run started under another"
+            " security policy (recorded as an event).",
+        ),
+    ] = False,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    backend: BackendOpt = "local",
+    ray_address: RayAddressOpt = None,
     json_out: JsonOpt = False,
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
 ) -> None:
     """Continue a run from its checkpoint: succeeded steps are not run again.
 
-    While another runner holds the run's lease, fail at once (exit 2), or wait up to --wait
-    seconds for it to finish or for its lease to expire.
+    The run's stored security and run policies apply again, and its stored approval must be
+    for its plan as stored. While another runner holds the run's lease, fail at once (exit 2),
+    or wait up to --wait seconds for it to finish or for its lease to expire.
     """
-    console = _out(json_out)
+    console = out(json_out)
     the_store = open_store_or_exit(store, console)
     run = the_store.get_run(run_id)
     if run is None:
-        raise _fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
+        raise fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
     registry = registry_from(tools, catalog, console)
     hub = add_mcp_tools(registry, mcp, mcp_config, console)
     if run.status == "succeeded":
@@ -80,11 +103,23 @@ def resume_cmd(
             print_issues(console, report, f"the plan of run {run_id}")
         raise typer.Exit(ExitCode.INVALID_PLAN)
     pin_mcp_schemas(hub, run.approval, report.plan, registry)  # a changed schema is refused
-    execution = Execution(report.plan, registry, run_id=run_id, store=the_store, lease_wait=wait)
-    attach_observers(execution, trace, console)
-    result = execute(execution, console, quiet=quiet or json_out)
-    emit_result(result, console, json_out=json_out)
-    raise typer.Exit(exit_code(result))
+    run_on_terminal(
+        console,
+        report.plan,
+        registry,
+        run_id=run_id,
+        store=the_store,
+        lease_wait=wait,
+        security=security_policy(policy, strict, console),
+        policy_override=override_policy,
+        llm=open_llm_or_exit(model, base_url, console),
+        tool_runner=tool_runner_for(backend, ray_address, None, console),
+        reason="resume",
+        yes=yes,
+        quiet=quiet,
+        trace=trace,
+        json_out=json_out,
+    )
 
 
 @app.command("runs")
@@ -97,9 +132,9 @@ def runs_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """List runs, newest first."""
-    console = _out(json_out)
+    console = out(json_out)
     if status is not None and status not in RUN_STATUSES:
-        raise _fail(
+        raise fail(
             console, f"--status must be one of {', '.join(sorted(RUN_STATUSES))}", ExitCode.USAGE
         )
     runs = open_store_or_exit(store, console).list_runs(status=status, limit=limit)
@@ -149,38 +184,29 @@ def resolve_cmd(
     store: StoreOpt = None,
 ) -> None:
     """Decide an in-doubt step: it happened (``--succeeded``) or it did not (``--retry``)."""
-    console = _out(False)
+    console = out(False)
     if succeeded == retry:
-        raise _fail(console, "give exactly one of --succeeded or --retry", ExitCode.USAGE)
+        raise fail(console, "give exactly one of --succeeded or --retry", ExitCode.USAGE)
     if output is not None and not succeeded:
-        raise _fail(console, "--output goes with --succeeded", ExitCode.USAGE)
+        raise fail(console, "--output goes with --succeeded", ExitCode.USAGE)
     value: Any = None
     if output is not None:
         try:
             value = json.loads(output)
         except json.JSONDecodeError as exc:
-            raise _fail(console, f"--output is not JSON: {exc.msg}", ExitCode.USAGE) from None
+            raise fail(console, f"--output is not JSON: {exc.msg}", ExitCode.USAGE) from None
     the_store = open_store_or_exit(store, console)
-    run = the_store.get_run(run_id)
-    if run is None:
-        raise _fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
-    record = the_store.get_steps(run_id).get(step_id)
-    if record is None or record.status not in (StepStatus.IN_DOUBT, StepStatus.RUNNING):
-        state = record.status if record is not None else "not started"
-        raise _fail(console, f"step '{step_id}' is {state}, not in doubt", ExitCode.USAGE)
-    now = SYSTEM_CLOCK.now()
-    decided = dataclasses.replace(
-        record,
-        status=StepStatus.SUCCEEDED if succeeded else StepStatus.PENDING,
-        output=value if succeeded else None,
-        finished_at=now if succeeded else None,
-        reason="resolved by an operator: succeeded" if succeeded else "operator chose retry",
-        metadata={
-            **record.metadata,
-            "resolved": {"at": now, "decision": "succeeded" if succeeded else "retry"},
-        },
-    )
-    the_store.commit(steps=[decided])
+    try:
+        operations.resolve(
+            the_store,
+            run_id,
+            step_id,
+            "succeeded" if succeeded else "retry",
+            output=value,
+            by=operator_name(),
+        )
+    except PlanrailError as exc:
+        raise fail(console, exc.message, ExitCode.USAGE) from None
     console.print(
         f"step {step_id} of run {run_id}: "
         f"{'recorded as succeeded' if succeeded else 'will run again'}; "

@@ -95,10 +95,17 @@ class Email(BaseModel):
     to: str
 
 
+def _upstream_latency() -> None:
+    """Stand in for a real upstream's latency, so the parallel steps are visible."""
+    # A tool's own wait, in its worker thread, as a real HTTP call would take: not planrail's
+    # time, so it does not go through the run's clock.
+    time.sleep(LATENCY)  # noqa: TID251
+
+
 @planrail.tool(side_effects="none", resource="billing")
 def lookup_price(plan: str) -> Price:
     """Look up the monthly price of a plan (read-only)."""
-    time.sleep(LATENCY)
+    _upstream_latency()
     if plan not in PRICES:
         raise ValueError(f"unknown plan {plan!r}; plans: {', '.join(PRICES)}")
     return Price(plan=plan, monthly_price=PRICES[plan], currency="EUR")
@@ -107,7 +114,7 @@ def lookup_price(plan: str) -> Price:
 @planrail.tool(side_effects="keyed", resource="crm")
 def create_account(name: str, email: str, ctx: planrail.StepContext) -> Account:
     """Create a customer account in the CRM."""
-    time.sleep(LATENCY)
+    _upstream_latency()
 
     def effect(conn: sqlite3.Connection) -> dict[str, Any]:
         user_id = _new_id("usr")
@@ -122,7 +129,7 @@ def create_subscription(
     user_id: str, plan: str, monthly_price: float, ctx: planrail.StepContext
 ) -> Subscription:
     """Subscribe an existing account to a plan."""
-    time.sleep(LATENCY)
+    _upstream_latency()
 
     def effect(conn: sqlite3.Connection) -> dict[str, Any]:
         sub_id = _new_id("sub")
@@ -137,7 +144,7 @@ def create_subscription(
 @planrail.tool(side_effects="keyed", resource="crm")
 def provision_workspace(user_id: str, name: str, ctx: planrail.StepContext) -> Workspace:
     """Create the customer's workspace."""
-    time.sleep(LATENCY)
+    _upstream_latency()
 
     def effect(conn: sqlite3.Connection) -> dict[str, Any]:
         ws_id = _new_id("ws")
@@ -153,7 +160,7 @@ def send_welcome_email(
     user_id: str, subscription_id: str, workspace_url: str, subject: str, ctx: planrail.StepContext
 ) -> Email:
     """Queue the welcome email in the outbox."""
-    time.sleep(LATENCY)
+    _upstream_latency()
 
     def effect(conn: sqlite3.Connection) -> dict[str, Any]:
         row = conn.execute("SELECT email FROM accounts WHERE user_id = ?", (user_id,)).fetchone()

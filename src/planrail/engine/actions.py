@@ -42,6 +42,8 @@ class Call:
     """Handlers add token usage here."""
     outputs: Mapping[str, Any] = field(default_factory=dict)
     """The outputs references are resolved from (``item``/``self`` included when defined)."""
+    stage_goal: str | None = None
+    """The sub-goal of the step's stage (``None`` for a step in no stage)."""
 
 
 class ActionHandler(Protocol):
@@ -61,11 +63,20 @@ class ToolAction:
     def __init__(self, registry: ToolRegistry, runner: ToolRunner) -> None:
         self.registry = registry
         self.runner = runner
+        self._placed: dict[str, Tool] = {}
+        """Per step with its own ``compute`` or ``remote_output``: its tool placed so."""
 
     async def __call__(self, call: Call) -> Any:
-        return await self.call_tool(
-            self.registry.executable(call.step.tool or ""), call.args, call.ctx
-        )
+        step = call.step
+        tool = self.registry.executable(step.tool or "")
+        keep = step.remote_output and bool(getattr(self.runner, "keeps_outputs", False))
+        if (step.compute is not None or keep) and isinstance(tool, Tool):
+            placed = self._placed.get(step.id)
+            if placed is None or placed.fn is not tool.fn:
+                placed = tool.placed(step.compute, remote_output=keep)
+                self._placed[step.id] = placed
+            tool = placed
+        return await self.call_tool(tool, call.args, call.ctx)
 
     async def call_tool(self, tool: ToolProtocol, args: Any, ctx: StepContext) -> Any:
         """Validate ``args``, call ``tool``, return its output as plain JSON data."""

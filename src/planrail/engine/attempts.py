@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from planrail.errors import PlanrailError
+from planrail.engine.resources import ResourceGate
+from planrail.errors import CallCrashedError, error_dict
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
-from planrail.policies.resources import ResourceGate
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy, retry_after_of
 from planrail.types import Clock
 
-__all__ = ["Attempt", "AttemptLoop", "Result", "Tally", "error_info", "race"]
+__all__ = ["Attempt", "AttemptLoop", "Result", "Tally", "race"]
 
 T = TypeVar("T")
 
@@ -29,18 +29,9 @@ BeforeAttempt = Callable[[Any, int | None, int, Any], Any]
 """``before_attempt(step, item_index, attempt, args)``; may return an awaitable."""
 OnAttempt = Callable[[Any, dict[str, Any]], None]
 """``on_attempt(step, record)`` after every attempt (``record["error"]`` is None on success)."""
-
-
-def error_info(exc: BaseException, *, retryable: bool | None = None) -> dict[str, Any]:
-    """The ``{type, message, retryable}`` object for an exception."""
-    if retryable is None:
-        retryable = bool(getattr(exc, "retryable", False))
-    message = exc.message if isinstance(exc, PlanrailError) else str(exc)
-    return {
-        "type": type(exc).__name__,
-        "message": message or type(exc).__name__,
-        "retryable": retryable,
-    }
+CallCheck = Callable[[Any, int | None, dict[str, Any], Any], "BaseException | None"]
+"""``guard(step, item_index, extra, args)`` before a call's first attempt: an error refuses the
+call (see :mod:`planrail.engine.call_guard`)."""
 
 
 class TimedOut(Exception):
@@ -140,6 +131,7 @@ class AttemptLoop:
         deadline: float | None = None,
         before_attempt: BeforeAttempt | None = None,
         on_attempt: OnAttempt | None = None,
+        guard: CallCheck | None = None,
     ) -> None:
         self.clock = clock
         self.gate = gate
@@ -148,6 +140,14 @@ class AttemptLoop:
         """The run's deadline, in ``clock.monotonic()`` seconds."""
         self.before_attempt = before_attempt
         self.on_attempt = on_attempt
+        self.guard = guard
+
+    def refused(
+        self, step: Any, item: int | None, extra: dict[str, Any], args: Any
+    ) -> Result | None:
+        """The failed :class:`Result` of a call the guard refuses (it is not made), or None."""
+        exc = None if self.guard is None else self.guard(step, item, extra, args)
+        return None if exc is None else Result(False, exc=exc, args=args)
 
     def deadline_error(self, step_id: str) -> DeadlineExceededError:
         return DeadlineExceededError(
@@ -161,6 +161,9 @@ class AttemptLoop:
         total_at = None if a.total_timeout is None else start + a.total_timeout
         stop_at = _earliest(total_at, self.deadline)
         sid = a.step.id
+        refused = self.refused(a.step, a.item, a.extra, a.args)  # retries are not new calls
+        if refused is not None:
+            return refused
         for k in range(1, a.policy.max_attempts + 1):
             now = clock.monotonic()
             if stop_at is not None and now >= stop_at:
@@ -263,8 +266,11 @@ class AttemptLoop:
 
     @staticmethod
     def _classify(exc: Exception, policy: RetryPolicy) -> tuple[bool, bool]:
-        """(fatal, retryable): a run-wide limit (deadline, LLM budget) stops the whole run."""
+        """(fatal, retryable): a run-wide limit (deadline, LLM budget) stops the whole run; a
+        call that crashed with its effect in doubt is never retried, whatever the policy says."""
         fatal = isinstance(exc, DeadlineExceededError) or bool(getattr(exc, "fatal", False))
+        if isinstance(exc, CallCrashedError) and exc.in_doubt:
+            return fatal, False
         return fatal, not fatal and policy.should_retry(exc)
 
     def _record(
@@ -286,7 +292,7 @@ class AttemptLoop:
             record["item"] = item
         if extra:
             record.update(extra)
-        record["error"] = None if exc is None else error_info(exc, retryable=retryable)
+        record["error"] = None if exc is None else error_dict(exc, retryable=retryable)
         tally.history.append(record)
         return record
 

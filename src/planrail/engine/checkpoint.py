@@ -25,7 +25,8 @@ from typing import Any
 
 from planrail.engine.events import Event
 from planrail.engine.result import StepResult
-from planrail.errors import ExecutionError
+from planrail.errors import ExecutionError, error_dict
+from planrail.plan.effects import effects_of, step_effect
 from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry
@@ -49,6 +50,12 @@ class PlanMismatchError(ExecutionError):
     """A run id that already exists was given a different plan: resuming it is refused."""
 
     code = "plan_mismatch"
+
+
+class PolicyMismatchError(ExecutionError):
+    """A resume was given other policies than the run started with, without overriding them."""
+
+    code = "policy_mismatch"
 
 
 class RunBusyError(ExecutionError):
@@ -88,6 +95,7 @@ class Checkpointer:
         owner: str | None = None,
         approval: dict[str, Any] | None = None,
         redactor: Redactor | None = None,
+        policies: dict[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.plan = plan
@@ -99,6 +107,11 @@ class Checkpointer:
         self.approval = approval
         self.redactor = redactor
         """Redacts secrets from every record before it is written (``docs/security.md``)."""
+        self.policies = policies
+        """The security and run policies the run runs under, stored with it for resume."""
+        self.effects = effects_of(plan.steps, registry)
+        self._seq = 0
+        """The seq of the last event this runner committed: later ones are someone else's."""
         self.created_at = clock.now()
         self._events: list[StoredEvent] = []
         self._digests: dict[str, tuple[Any, str]] = {}
@@ -143,6 +156,8 @@ class Checkpointer:
             return {}, {}
         self._check_plan(existing)
         self.resumed = True
+        earlier = self.store.events(self.run_id)
+        self._seq = earlier[-1].seq if earlier else 0  # requests before this resume are spent
         self.created_at = existing.created_at
         self.approval = self.approval or existing.approval
         restored: dict[str, StepResult] = {}
@@ -167,8 +182,7 @@ class Checkpointer:
         return restored, in_doubt
 
     def _may_rerun(self, step: Step) -> bool:
-        spec = self.registry.spec(step.tool or "") if step.action == "tool_call" else None
-        return spec is None or spec.honours_idempotency_key
+        return self.effects[step.id].may_rerun
 
     def _acquire(self) -> None:
         now = self.clock.now()
@@ -202,6 +216,7 @@ class Checkpointer:
             output=output,
             error=error,
             approval=self.approval,
+            metadata={} if self.policies is None else {"policies": self.policies},
         )
 
     # ------------------------------------------------------------------ progress
@@ -229,10 +244,29 @@ class Checkpointer:
 
     def needs_intent(self, step: Step) -> bool:
         """Whether a call of this step changes the world (its intent must be recorded first)."""
-        if step.action != "tool_call":
-            return False
-        spec = self.registry.spec(step.tool or "")
-        return spec is None or spec.side_effects != "none"
+        effect = self.effects.get(step.id)
+        return (effect or step_effect(step, self.registry)).changes_world
+
+    def _commit(self, **parts: Any) -> None:
+        stored = self.store.commit(**parts)
+        # Our own events come back contiguous; a gap before them is someone else's (an
+        # operator's): leave the cursor there so that cancel_request() reads it.
+        if stored and stored[0].seq == self._seq + 1:
+            self._seq = stored[-1].seq
+
+    def record_approval(self, approval: dict[str, Any]) -> None:
+        """Commit the run's approval (and queued events) before its first step starts."""
+        self._check_lease()
+        self.approval = approval
+        self._commit(run=self._run_record("running"), events=self._take_events())
+
+    def cancel_request(self) -> dict[str, Any] | None:
+        """An operator's cancel request committed since this runner's last commit, if any."""
+        for event in self.store.events(self.run_id, after_seq=self._seq):
+            self._seq = max(self._seq, event.seq)
+            if event.type == "cancel_requested":
+                return dict(event.data)
+        return None
 
     def event(self, event: Event) -> None:
         """Queue an event for the next commit."""
@@ -268,7 +302,7 @@ class Checkpointer:
                 attempts=attempt,
             )
         )
-        self.store.commit(
+        self._commit(
             steps=[record],
             intents=[
                 Intent(run_id=self.run_id, step_key=step_key, idempotency_key=key, args_hash=digest)
@@ -279,7 +313,7 @@ class Checkpointer:
     def record(self, results: Iterable[StepResult], args: dict[str, Any]) -> None:
         """Commit step outcomes (and queued events) in one transaction."""
         self._check_lease()
-        self.store.commit(steps=self._records(results, args), events=self._take_events())
+        self._commit(steps=self._records(results, args), events=self._take_events())
 
     def finish(
         self,
@@ -291,8 +325,8 @@ class Checkpointer:
     ) -> None:
         """Commit the last step records and the run's final status, then release the lease."""
         self._check_lease()
-        err = {"type": "RunError", "message": error, "retryable": False} if error else None
-        self.store.commit(
+        err = error_dict("RunError", error) if error else None
+        self._commit(
             run=self._run_record(_stored_status(status), output, err),
             steps=self._records(results, args),
             events=self._take_events(),

@@ -13,6 +13,18 @@ __all__ = ["Event", "EventType"]
 class EventType(enum.StrEnum):
     RUN_CREATED = "run_created"
     RUN_APPROVED = "run_approved"
+    APPROVAL_REQUESTED = "approval_requested"
+    """The plan needs approval and holds none: the approver is asked (``steps``, ``plan_hash``)."""
+    APPROVAL_REFUSED = "approval_refused"
+    APPROVAL_DEFERRED = "approval_deferred"
+    """The approver left the decision for later: the run waits, ``awaiting_approval``."""
+    POLICY_OVERRIDDEN = "policy_overridden"
+    """A resume ran under other policies than the run started with (``policy``, ``stored``,
+    ``now``), because the caller asked for it explicitly."""
+    CANCEL_REQUESTED = "cancel_requested"
+    """An operator asked for the run to be cancelled (``by``, ``reason``), from any process."""
+    OPERATOR_ACTION = "operator_action"
+    """An operator approved, refused, resolved or retried something (``action``, ``by``, ...)."""
     RUN_STARTED = "run_started"
     STEP_READY = "step_ready"
     STEP_STARTED = "step_started"
@@ -29,6 +41,8 @@ class EventType(enum.StrEnum):
     POLICY_DECISION = "policy_decision"
     """A security policy vetted a tool call: ``action``, ``reason``, ``rule``, ``sources``,
     ``tool``, and for approvals ``args_hash`` and ``approved``."""
+    STAGE_CHECKED = "stage_checked"
+    """A ``confirm: true`` stage's check answered: ``stage``, ``ok``, ``reason``, ``usage``."""
     RUN_FINISHED = "run_finished"
 
 

@@ -21,34 +21,50 @@ from typing import Any, Literal
 
 from planrail._memory import long_lived
 from planrail.clock import SYSTEM_CLOCK
-from planrail.engine.checkpoint import Checkpointer, RunBusyError
+from planrail.engine.approval import (
+    ApprovalRequest,
+    ApprovalRequiredError,
+    Approver,
+    approval_record,
+    ask,
+    label_of,
+)
+from planrail.engine.call_guard import CallGuard
+from planrail.engine.checkpoint import (
+    Checkpointer,
+    PlanMismatchError,
+    PolicyMismatchError,
+    RunBusyError,
+)
 from planrail.engine.events import Event, EventType
+from planrail.engine.guard import SecurityGuard
 from planrail.engine.result import RunResult, StepResult
 from planrail.engine.runners import LocalRunner
 from planrail.engine.scheduler import Node, Scheduler, Skip
+from planrail.engine.stages import Boundary, StageGate, confirm_stage
 from planrail.engine.step_runner import (
     ActionHandler,
     Outcome,
     StepRunner,
     ToolAction,
-    error_info,
 )
-from planrail.errors import PlanrailError, ReferenceResolutionError
+from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
+from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance
 from planrail.plan.refs import resolve_value
 from planrail.plan.secrets import Redactor
+from planrail.plan.stages import stage_goals
 from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRunner
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import (
     ApproveCall,
-    SecurityGuard,
     SecurityPolicy,
     check_approval,
     denial_of,
 )
-from planrail.store.base import Store
+from planrail.store.base import RunRecord, Store
 from planrail.types import Clock, Observer, StepStatus
 
 __all__ = ["Execution", "FailureMode", "new_run_id"]
@@ -94,6 +110,12 @@ class Execution:
         approve_call: ApproveCall | None = None,
         restored: Mapping[str, StepResult] | None = None,
         tool_runner: ToolRunner | None = None,
+        approver: Approver | None = None,
+        approve: bool = False,
+        policy_override: bool = False,
+        reason: str = "plan",
+        approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
+        call_guard: CallGuard | None = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -109,7 +131,17 @@ class Execution:
         self.lease_wait = lease_wait
         """Seconds to wait for a run whose lease another runner holds (0: refuse at once)."""
         self.approval = approval
-        """Who approved the plan, and its hash (recorded with the run)."""
+        """Who approved the plan, when, and the hash it is bound to (recorded with the run)."""
+        self.approver = approver
+        """Asked when the plan needs approval and holds none (:mod:`planrail.engine.approval`)."""
+        self.approve = approve
+        """``True``: the caller approves the plan itself (the Python form of ``--yes``)."""
+        self.policy_override = policy_override
+        """Resume under the policies given here even where they differ from the stored ones."""
+        self.reason = reason
+        self.approval_policy = approval_policy
+        """Which steps need approval (default: those :mod:`planrail.plan.effects` names)."""
+        """Why this plan runs (``plan``, ``replan N``, ``resume``), shown to the approver."""
         self.results: dict[str, StepResult] = {s.id: StepResult(s.id) for s in plan.steps}
         self.outputs: dict[str, Any] = {}
         self.args: dict[str, Any] = {}
@@ -130,39 +162,47 @@ class Execution:
         self._events: deque[Event] = deque()
         self._wakeup: asyncio.Event | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._own_runner = tool_runner is None
+        self.owns_runner = tool_runner is None
+        """Whether the execution made its tool runner (and closes it); a given one is the
+        caller's to close."""
         self.tool_runner: ToolRunner = tool_runner or LocalRunner(max_concurrency or 64)
         """Where the functions of Python tools run (the tool-runner seam)."""
         self._runner: StepRunner | None = None
         self._aborted = False
         self._abort_reason = "the run was cancelled"
-        if open_plan and store is not None:
-            raise ValueError("a streamed (open) plan cannot be checkpointed before it is sealed")
+        self._cancelled_by: str | None = None
+        self._background: list[asyncio.Task[None]] = []
+        self.watch_interval = 0.5
+        """Seconds between looks at the store for an operator's cancel request."""
         self._steps: dict[str, Step] = dict(plan.by_id)
+        self.effects = effects_of(plan.steps, self.registry)
+        """Each step's effect (:mod:`planrail.plan.effects`): the one answer to "does it change
+        the world", "may it run again", "does it need approval"."""
+        self._policy_given = policy
         self.policy = policy or RunPolicy()
         """Resource limits, run deadline, default retry, loop and fan-out caps."""
+        self._security_given = security
+        self.security = security
+        """The security policy every tool call is vetted by (None: none)."""
+        self._approve_call = approve_call
+        self._calling: set[str] = set()
+        """Steps whose action has been called and has not finished (for cancellations)."""
+        self._seen_seq = 0
         self._priority: dict[str, float] = {}
         """Each step's remaining critical path (its priority when it waits for a resource)."""
         self._sealed = not open_plan
         self.redactor = Redactor.for_steps(self._steps, self.registry, always=open_plan)
         """Keeps secrets out of what this run records (None: the plan has none)."""
-        self._guard = (
-            None
-            if security is None
-            else SecurityGuard(
-                security,
-                Provenance(self._steps, self.registry),
-                run_id=self.run_id,
-                approve_call=approve_call,
-                on_decision=self._decided,
-                redactor=self.redactor,
-            )
-        )
+        self._guard: SecurityGuard | None = None
         self._held: list[str] = []
         """Ready steps of an open plan that change the world: they wait for :meth:`seal`."""
         self.scheduler = Scheduler(self._nodes(plan.steps))
         if self._sealed:
             self.scheduler.close()
+        self.calls = call_guard if call_guard is not None else CallGuard.for_policy(self.policy)
+        """The repeated-call guard (None: off); an agent shares one across its replans."""
+        self._stages = StageGate.for_plan(plan, self.scheduler.state) if plan.stages else None
+        self._stage_goals = stage_goals(plan)
 
     def _nodes(self, steps: Iterable[Step]) -> list[Node]:
         steps = list(steps)
@@ -198,11 +238,37 @@ class Execution:
                 raise ValueError(f"step {step.id!r} is already in the plan")
             self._steps[step.id] = step
             self.results[step.id] = StepResult(step.id)
+            self.effects[step.id] = step_effect(step, self.registry)
         if self.redactor is not None:
             self.redactor.add_steps(new)
         self._skipped(self.scheduler.add(self._nodes(new)))
         if self.status == "running":
             self._dispatch()
+
+    async def approve_and_seal(self, plan: Plan) -> bool:
+        """The streamed plan is whole and valid: pass it through the gate, then :meth:`seal` it.
+
+        False when the approver said no (or deferred): the caller cancels the run. With a
+        store, the run is recorded from here on (what ran before sealing was read-only).
+        """
+        before, self.plan, self._sealed = self.plan, plan, True
+        try:
+            for step in plan.steps:
+                if step.id not in self._steps:
+                    self.effects[step.id] = step_effect(step, self.registry)
+            needed = self._needed_for(plan, effects_of(plan.steps, self.registry))
+            if needed and self.approval is None and not await self._decide(needed):
+                return False
+        finally:
+            self.plan, self._sealed = before, False
+        if self.approval is None:
+            self.approval = approval_record(plan.hash, "not required", self.clock.now())
+        self.seal(plan)
+        if self.store is not None and self._ckpt is None:
+            await self._open_checkpoint()
+            self._dirty.update(sid for sid, r in self.results.items() if r.status != S.PENDING)
+            self._start_background()
+        return True
 
     def seal(self, plan: Plan) -> None:
         """The whole plan has arrived, been validated and approved: release held steps.
@@ -219,6 +285,9 @@ class Execution:
             raise ValueError("the sealed plan lacks steps that were streamed")
         self.plan = plan
         self._sealed = True
+        if plan.stages:  # steps that started before the seal did not wait for a stage check
+            self._stage_goals.update(stage_goals(plan))
+            self._stages = self._stages or StageGate.for_plan(plan, self.scheduler.state)
         self.scheduler.close()
         held, self._held = self._held, []
         for sid in held:
@@ -236,12 +305,6 @@ class Execution:
         names = {s.tool for s in self._steps.values() if s.tool}
         names |= {s.fallback.tool for s in self._steps.values() if s.fallback and s.fallback.tool}
         return [t for t in self.registry.python_tools() if t.name in names]
-
-    def _changes_world(self, step: Step) -> bool:
-        if step.action != "tool_call":
-            return False
-        spec = self.registry.spec(step.tool or "")
-        return spec is None or spec.side_effects != "none" or bool(spec.requires_approval)
 
     # ------------------------------------------------------------------ public
 
@@ -262,14 +325,28 @@ class Execution:
         recorded, the run is marked ``cancelled``)."""
         if self.status != "pending":
             raise RuntimeError("an Execution runs once")
-        # An open plan's approval is checked when it is sealed; hashing a big plan costs, so
-        # only a run bound to an approval computes it.
-        if self._sealed and self.approval is not None:
-            check_approval(self.approval, self.plan.hash)
+        stored = self.store.get_run(self.run_id) if self.store is not None else None
+        self._adopt(stored)
+        needed = self._approval_needed()
+        if needed and not self.approve and self.approver is None:
+            raise ApprovalRequiredError(
+                f"{', '.join(needed)} change the world or ask for approval, and this run has no"
+                " approver: pass approver= (a callback, planrail.approve_all, or"
+                " planrail.engine.approval.defer with a store) or approve=True",
+                run_id=self.run_id,
+            )
+        if self._sealed and self.approval is not None:  # before anything is written or run
+            check_approval(self.approval, self.plan.fresh_hash())
+        # The runner first: a tool it refuses stops the run before anything is recorded.
+        await self.tool_runner.prepare(self._python_tools())
         if self.store is not None:
             await self._open_checkpoint()
+        if not await self._gate(needed):
+            while self._events:
+                yield self._events.popleft()
+            return
+        self._build_guard()
         self._wakeup = asyncio.Event()
-        await self.tool_runner.prepare(self._python_tools())
         self._runner = StepRunner(
             {"tool_call": ToolAction(self.registry, self.tool_runner), **self._extra_handlers},
             goal=self.plan.goal,
@@ -279,9 +356,12 @@ class Execution:
             tools=self.registry,
             priorities=self._priority,
             on_attempt=self._on_attempt,
+            guard=None if self.calls is None else self.calls.check,
+            stage_goals=self._stage_goals,
         )
         self.status = "running"
-        heartbeat = asyncio.create_task(self._heartbeat()) if self._ckpt else None
+        if self._ckpt is not None:
+            self._start_background()
         started: dict[str, Any] = {"steps": len(self.results), "resumed": self.resumed}
         if self._ckpt is not None:  # hashing a big plan costs; only durable runs record it
             started["plan_hash"] = self.plan.hash
@@ -311,14 +391,152 @@ class Execution:
                 self._save_final()
                 raise
             finally:
-                if heartbeat is not None:
-                    heartbeat.cancel()
-                if self._own_runner:
+                for background in self._background:
+                    background.cancel()
+                if self._stages is not None:
+                    self._stages.cancel()
+                if self.owns_runner:
                     await self.tool_runner.aclose()
                 if self._ckpt is not None:
                     self._ckpt.release()
         while self._events:
             yield self._events.popleft()
+
+    # ------------------------------------------------------------------ the gate
+
+    def _adopt(self, stored: RunRecord | None) -> None:
+        """A run found in the store brings its approval and the policies it started with.
+
+        Policies given here that differ from the stored ones are refused
+        (:class:`PolicyMismatchError`) unless ``policy_override``, which is recorded as an
+        event; a policy not given here is the stored one.
+        """
+        if stored is None:
+            return
+        current = self.plan.fresh_hash()
+        if stored.plan_hash != current:
+            raise PlanMismatchError(
+                f"run '{self.run_id}' exists with another plan ({stored.plan_hash[:19]}…);"
+                f" this plan is {current[:19]}…: a run only resumes its own plan",
+                run_id=self.run_id,
+            )
+        if self.approval is None and stored.approval is not None:
+            self.approval = dict(stored.approval)
+        saved = stored.metadata.get("policies")
+        if not isinstance(saved, dict):
+            return
+        kept_security = saved.get("security")
+        given = None if self._security_given is None else self._security_given.to_dict()
+        if self._security_given is None:
+            self.security = (
+                None if kept_security is None else SecurityPolicy.from_mapping(kept_security)
+            )
+        elif given != kept_security:
+            self._override("security", kept_security, given)
+        kept_run = saved.get("run")
+        if self._policy_given is None:
+            if isinstance(kept_run, dict):
+                self.policy = RunPolicy.from_mapping(kept_run)
+        elif self._policy_given.to_dict() != kept_run:
+            self._override("run", kept_run, self._policy_given.to_dict())
+
+    def _override(self, which: str, stored: Any, given: Any) -> None:
+        if not self.policy_override:
+            raise PolicyMismatchError(
+                f"run '{self.run_id}' was started under another {which} policy; resume it"
+                " without one (the stored policy applies), or override it explicitly"
+                " (policy_override=True, --override-policy), which is recorded",
+                run_id=self.run_id,
+            )
+        self._emit(E.POLICY_OVERRIDDEN, data={"policy": which, "stored": stored, "now": given})
+
+    def policies(self) -> dict[str, Any]:
+        """The policies this run runs under, as stored with it (and re-applied by resume)."""
+        return {
+            "security": None if self.security is None else self.security.to_dict(),
+            "run": self.policy.to_dict(),
+        }
+
+    def _approval_needed(self) -> list[str]:
+        """Steps that need approval before this (sealed) plan may start, if it holds none."""
+        if not self._sealed or self.approval is not None:
+            return []
+        return self._needed_for(self.plan, self.effects)
+
+    def _needed_for(self, plan: Plan, effects: Mapping[str, Effect]) -> list[str]:
+        """The steps of ``plan`` that need approval, less those reused from an earlier run."""
+        if self.approval_policy is None:
+            return needing_approval(effects, done=self._restored)
+        return [s for s in self.approval_policy(plan, self.registry) if s not in self._restored]
+
+    async def _gate(self, needed: list[str]) -> bool:
+        """The one gate. An approval the run holds was checked against this very plan before
+        anything was written (its hash recomputed from the content, so a plan changed in place
+        after approval is refused); without one, the approver is asked. False: the run stops
+        here, ``awaiting_approval``."""
+        if not self._sealed or self.approval is not None or not needed:
+            return True  # an open plan is approved when it is sealed; a held one was checked
+        answer = await self._decide(needed)
+        if answer:
+            if self._ckpt is not None:  # durable before the first step: a resume needs it
+                assert self.approval is not None
+                self._ckpt.record_approval(self.approval)
+            return True
+        if answer is None and self._ckpt is None:
+            raise ApprovalRequiredError(
+                "the approver deferred the decision, but this run has no store to keep it in",
+                run_id=self.run_id,
+            )
+        self.status = "awaiting_approval"
+        self.error = (
+            f"waiting for approval of {', '.join(needed)}: `planrail approve {self.run_id}`"
+            " then `planrail resume`"
+            if answer is None
+            else "approval refused: nothing was executed"
+        )
+        self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
+        self._save_final()
+        return False
+
+    async def _decide(self, needed: list[str]) -> bool | None:
+        """Ask for the approval of the plan as it is now (``approve=True`` is a yes)."""
+        current = self.plan.fresh_hash()
+        now = self.clock.now()
+        if self.approve:
+            self.approval = approval_record(current, "approve=True", now, needed)
+            return True
+        request = ApprovalRequest.build(
+            self.plan,
+            self.registry,
+            self.effects,
+            needed,
+            reason=self.reason,
+            reused=self._restored,
+            plan_hash=current,
+            run_id=self.run_id,
+        )
+        self._emit(E.APPROVAL_REQUESTED, data={"steps": needed, "plan_hash": current})
+        answer = await ask(self.approver, request)
+        if answer:
+            self.approval = approval_record(current, label_of(self.approver), now, needed)
+            return True
+        self._emit(
+            E.APPROVAL_REFUSED if answer is False else E.APPROVAL_DEFERRED,
+            data={"steps": needed, "plan_hash": current},
+        )
+        return answer
+
+    def _build_guard(self) -> None:
+        if self.security is None:
+            return
+        self._guard = SecurityGuard(
+            self.security,
+            Provenance(self._steps, self.registry),
+            run_id=self.run_id,
+            approve_call=self._approve_call,
+            on_decision=self._decided,
+            redactor=self.redactor,
+        )
 
     async def _open_checkpoint(self) -> None:
         """Create or take over the run in the store; while another runner holds its lease,
@@ -337,6 +555,7 @@ class Execution:
                 lease_ttl=self.lease_ttl,
                 approval=self.approval,
                 redactor=self.redactor,
+                policies=self.policies(),
             )
             try:
                 stored, self._in_doubt = self._ckpt.open()
@@ -357,6 +576,7 @@ class Execution:
             steps=self.results,
             output=self.run_output,
             error=self.error,
+            rejected_stages=dict(self._stages.rejected) if self._stages is not None else {},
             plan_hash=self.plan.hash if self._ckpt is not None or self.approval else None,
         )
 
@@ -397,9 +617,9 @@ class Execution:
         while sched.has_ready() and not self._aborted:
             room = None if self.max_concurrency is None else self.max_concurrency - len(self._tasks)
             if room is not None and room <= 0:
-                return
+                break
             for sid in sched.take_ready(room):
-                if not self._sealed and self._changes_world(self._steps[sid]):
+                if not self._sealed and not self.effects[sid].may_start_early:
                     self._held.append(sid)
                     self._emit(
                         E.STEP_READY, sid, data={"held": "waits for the whole plan's approval"}
@@ -408,8 +628,41 @@ class Execution:
                     self._restore(sid)
                 elif sid in self._in_doubt:
                     self._hold_in_doubt(sid)
+                elif self._stages is not None and self._stages.holds(sid):
+                    pass  # started or skipped once its stage's check is decided
                 else:
                     self._launch(sid)
+        if self._stages is not None and not self._aborted:
+            self._poll_stages()
+
+    def _poll_stages(self) -> None:
+        """Start due stage checks; start or skip the steps held for decided ones."""
+        assert self._stages is not None
+        room = None if self.max_concurrency is None else self.max_concurrency - len(self._tasks)
+        due, release, skip = self._stages.poll(room)
+        for boundary in due:
+            self._stages.start(self._confirm(boundary))
+        for sid in release:
+            self._launch(sid)
+        for sid, reason in skip:
+            self._skipped(self.scheduler.skip(sid, reason))
+        if skip:
+            self._dispatch()  # dependents with other join rules may have become ready
+
+    async def _confirm(self, boundary: Boundary) -> None:
+        """One stage check (see :mod:`planrail.engine.stages`), then act on its verdict."""
+        assert self._stages is not None
+        stage = boundary.stage
+        handler = self._extra_handlers.get("llm_call")
+        verdict = await confirm_stage(handler, self.plan, stage, self.results, run_id=self.run_id)
+        self._stages.decide(boundary, verdict)
+        data: dict[str, Any] = {"stage": stage.id, "ok": verdict.ok, "reason": verdict.reason}
+        if verdict.usage:
+            data["usage"] = verdict.usage
+        self._emit(E.STAGE_CHECKED, data=data)
+        if not verdict.ok and self.error is None:
+            self.error = f"stage '{stage.id}' was not confirmed: {verdict.reason}"
+        self._dispatch()
 
     def _restore(self, sid: str) -> None:
         stored = self._restored[sid]
@@ -443,7 +696,19 @@ class Execution:
         # have removed it from _tasks and recorded the step: without this the run never ends.
         if task.cancelled() and self._tasks.get(sid) is task:
             del self._tasks[sid]
-            self._complete(sid, Outcome(S.CANCELLED, reason=self._abort_reason))
+            self._complete(sid, self._cancelled(sid))
+
+    def _cancelled(self, sid: str) -> Outcome:
+        """A step cancelled by the run: if its call was under way and may not be made again
+        (an unsafe tool), its outcome is unknown — ``in_doubt``, for an operator to resolve;
+        otherwise ``cancelled`` (a resume runs it again, with the same idempotency key)."""
+        if sid in self._calling and not self.effects[sid].may_rerun:
+            return Outcome(
+                S.IN_DOUBT,
+                reason=f"{self._abort_reason} while its call was under way: it may or may not"
+                " have happened; decide with `planrail resolve`",
+            )
+        return Outcome(S.CANCELLED, reason=self._abort_reason)
 
     def _context(self, step: Step) -> Callable[[int], StepContext]:
         run_id = self.run_id
@@ -460,6 +725,7 @@ class Execution:
         call (when the run has one), then the intent is recorded if it matters."""
         if self.redactor is not None:
             self.redactor.learn_args(step.id, args)
+        self._calling.add(step.id)
         if self._guard is not None and step.action == "tool_call":
             return self._admit(step, item, attempt, args)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
@@ -493,12 +759,12 @@ class Execution:
             self._tasks.pop(step.id, None)
             if not self._aborted:
                 raise
-            self._complete(step.id, Outcome(S.CANCELLED, reason=self._abort_reason))
+            self._complete(step.id, self._cancelled(step.id))
             return
         except Exception as exc:  # a planrail bug or a store failure: fail the step, not the run
             denied = denial_of(exc)
             if denied is not None:  # a security policy said no: this step fails, the run goes on
-                outcome = Outcome(S.FAILED, error=error_info(denied), reason=denied.message)
+                outcome = Outcome(S.FAILED, error=error_dict(denied), reason=denied.message)
                 self._tasks.pop(step.id, None)
                 self._complete(step.id, outcome)
                 return
@@ -507,7 +773,7 @@ class Execution:
             log.exception("error running step %s", step.id)
             outcome = Outcome(
                 S.FAILED,
-                error=error_info(exc),
+                error=error_dict(exc),
                 fatal=isinstance(exc, PlanrailError),
                 reason=str(exc),
             )
@@ -528,6 +794,7 @@ class Execution:
         res.attempt_history = outcome.history
         res.usage = outcome.usage
         res.status = outcome.status
+        self._calling.discard(sid)
         if outcome.args is not None:
             self.args[sid] = outcome.args
         if outcome.status == S.SUCCEEDED:
@@ -590,10 +857,10 @@ class Execution:
             elif outcome.status == S.CANCELLED:
                 self._emit(E.STEP_CANCELLED, sid, outcome.attempts, {"reason": outcome.reason})
                 self._skipped(sched.cancelled(sid))
-            elif outcome.status == S.IN_DOUBT:  # its dependents wait for an operator
-                data |= {"error": outcome.error, "reason": outcome.reason}
-                self._emit(E.STEP_IN_DOUBT, sid, outcome.attempts, data, at=finished)
+            elif outcome.status == S.IN_DOUBT:  # its call crashed (CallCrashedError)
                 sched.in_doubt(sid)
+                data.update(error=outcome.error, reason=outcome.reason)
+                self._emit(E.STEP_IN_DOUBT, sid, outcome.attempts, data, at=finished)
             else:
                 data["error"] = outcome.error
                 self._emit(E.STEP_FAILED, sid, outcome.attempts, data, at=finished)
@@ -640,6 +907,34 @@ class Execution:
                     self._wakeup.set()
                 return
 
+    def _start_background(self) -> None:
+        """The lease's heartbeat and the watch for operator requests (durable runs only)."""
+        self._background = [
+            asyncio.create_task(self._heartbeat()),
+            asyncio.create_task(self._watch()),
+        ]
+
+    async def _watch(self) -> None:
+        """Operator actions from other processes: a ``cancel_requested`` event in the store
+        cancels this run as Ctrl-C would (polled every ``watch_interval`` seconds)."""
+        assert self._ckpt is not None
+        while True:
+            await self.clock.sleep(self.watch_interval)
+            try:
+                request = self._ckpt.cancel_request()
+            except Exception:
+                log.exception("could not read operator requests for run %s", self.run_id)
+                continue
+            if request is not None:
+                by = request.get("by") or "an operator"
+                self.error = f"cancelled by {by}"
+                self._cancelled_by = by
+                self._fail_fast("(cancel)", self.error)
+                self._abort_reason = self.error
+                if self._wakeup is not None:
+                    self._wakeup.set()
+                return
+
     async def _cancel_all(self, reason: str) -> None:
         self._aborted = True
         self._abort_reason = reason
@@ -658,7 +953,11 @@ class Execution:
 
     def _finish(self) -> None:
         statuses = {r.status for r in self.results.values()}
-        if S.FAILED in statuses or S.IN_DOUBT in statuses:
+        if self._cancelled_by is not None:
+            statuses.add(S.CANCELLED)
+        if self._cancelled_by is not None:
+            self.status = "cancelled"
+        elif S.FAILED in statuses or S.IN_DOUBT in statuses or self._rejected():
             self.status = "failed"
         elif S.CANCELLED in statuses or S.PENDING in statuses or self._aborted:
             self.status = "cancelled" if S.CANCELLED in statuses or self._aborted else "failed"
@@ -678,6 +977,9 @@ class Execution:
                 self.error = f"the plan's output could not be resolved: {exc.message}"
         self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
         self._save_final()
+
+    def _rejected(self) -> bool:
+        return self._stages is not None and bool(self._stages.rejected)
 
     def _save_final(self) -> None:
         if self._ckpt is None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from planrail.engine.attempts import Result, Tally, error_info
-from planrail.errors import PlanrailError
+from planrail.engine.attempts import Result, Tally
+from planrail.errors import CallCrashedError, PlanrailError, error_dict
 from planrail.types import StepStatus
 
-__all__ = ["Outcome", "failed", "fan_in", "message", "outcome_of"]
+__all__ = ["Outcome", "failed", "fan_in", "in_doubt", "message", "outcome_of"]
 
 S = StepStatus
 
@@ -43,12 +43,12 @@ def fan_in(results: list[Result | None], tallies: list[Tally]) -> Outcome:
     failed = next(((i, r) for i, r in enumerate(results) if r is not None and not r.ok), None)
     if failed is not None:
         i, res = failed
-        error = error_info(res.exc) if res.exc is not None else None
+        error = error_dict(res.exc) if res.exc is not None else None
         if error is not None:
             error["message"] = f"item {i}: {error['message']}"
         reason = f"item {i} failed" + (f": {res.reason}" if res.reason else "")
         return Outcome(
-            S.FAILED,
+            S.IN_DOUBT if in_doubt(res) else S.FAILED,
             error=error,
             attempts=total.attempts,
             reason=reason,
@@ -88,23 +88,26 @@ def outcome_of(res: Result, tally: Tally) -> Outcome:
             usage=tally.usage,
         )
     assert res.exc is not None
-    # A call whose outcome is unknown (a dropped connection, a tool that does not honour
-    # idempotency keys) is neither failed nor retried: it waits for an operator.
-    in_doubt = bool(getattr(res.exc, "in_doubt", False)) and not res.fatal
     return Outcome(
-        S.IN_DOUBT if in_doubt else S.FAILED,
-        error=error_info(res.exc, retryable=res.retryable),
+        S.IN_DOUBT if in_doubt(res) else S.FAILED,
+        error=error_dict(res.exc, retryable=res.retryable),
         attempts=tally.attempts,
         args=res.args,
         history=tally.history,
         usage=tally.usage,
         fatal=res.fatal,
-        reason=res.reason or (message(res.exc) if res.fatal or in_doubt else None),
+        reason=res.reason or (message(res.exc) if res.fatal or in_doubt(res) else None),
     )
 
 
+def in_doubt(res: Result) -> bool:
+    """Whether a unit of work ended in a crash that leaves its effect unknown
+    (:class:`~planrail.errors.CallCrashedError` of a tool that does not honour keys)."""
+    return isinstance(res.exc, CallCrashedError) and res.exc.in_doubt
+
+
 def failed(exc: BaseException, reason: str) -> Outcome:
-    return Outcome(S.FAILED, error=error_info(exc), reason=reason)
+    return Outcome(S.FAILED, error=error_dict(exc), reason=reason)
 
 
 def message(exc: BaseException | None) -> str:

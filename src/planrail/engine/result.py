@@ -54,6 +54,8 @@ class RunResult:
     output: Any = None
     error: str | None = None
     plan_hash: str | None = None
+    rejected_stages: dict[str, str] = field(default_factory=dict)
+    """Stages whose confirmation said no (``confirm: true``), with the reason."""
 
     @property
     def succeeded(self) -> bool:

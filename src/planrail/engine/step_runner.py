@@ -37,13 +37,14 @@ from planrail.engine.attempts import (
     Attempt,
     AttemptLoop,
     BeforeAttempt,
+    CallCheck,
     OnAttempt,
     Result,
     Tally,
-    error_info,
 )
-from planrail.engine.outcome import Outcome, failed, fan_in, message, outcome_of
-from planrail.errors import PlanrailError, ReferenceResolutionError
+from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
+from planrail.engine.resources import ResourceGate
+from planrail.errors import PlanrailError, ReferenceResolutionError, RepeatedCallError, error_dict
 from planrail.plan.compiled import Filler
 from planrail.plan.first import compile_args, fill_first
 from planrail.plan.model import Step
@@ -51,7 +52,6 @@ from planrail.plan.predicates import Predicate, compile_predicate
 from planrail.plan.refs import copy_json, resolve_value
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
 from planrail.policies.limits import LoopExhaustedError, RunPolicy
-from planrail.policies.resources import ResourceGate
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy
 from planrail.types import Clock, StepStatus
 
@@ -66,7 +66,6 @@ __all__ = [
     "OutputError",
     "StepRunner",
     "ToolAction",
-    "error_info",
 ]
 
 
@@ -125,10 +124,14 @@ class StepRunner:
         rng: Random | None = None,
         gate: ResourceGate | None = None,
         on_attempt: OnAttempt | None = None,
+        guard: CallCheck | None = None,
+        stage_goals: Mapping[str, str] | None = None,
     ) -> None:
         self.handlers = dict(handlers)
         self.handlers.setdefault("condition_check", ConditionAction())
         self.goal = goal
+        self.stage_goals: Mapping[str, str] = stage_goals if stage_goals is not None else {}
+        """Each staged step's sub-goal, handed to its action with the goal anchor."""
         self.before_attempt = before_attempt
         """Called right before each attempt with (step, item index, attempt, resolved args);
         may return an awaitable. If it raises, the action is not performed."""
@@ -147,6 +150,7 @@ class StepRunner:
             deadline=None if deadline is None else clock.monotonic() + deadline,
             before_attempt=before_attempt,
             on_attempt=on_attempt,
+            guard=guard,
         )
         self._fillers: dict[tuple[str, str], Filler] = {}
         self._filled_once: set[tuple[str, str]] = set()
@@ -178,11 +182,10 @@ class StepRunner:
             return _now(
                 Outcome(
                     S.FAILED,
-                    error={
-                        "type": "ConfigurationError",
-                        "retryable": False,
-                        "message": f"no handler for action '{step.action}' in this run{hint}",
-                    },
+                    error=error_dict(
+                        "ConfigurationError",
+                        f"no handler for action '{step.action}' in this run{hint}",
+                    ),
                 )
             )
         if step.when is not None:
@@ -194,7 +197,7 @@ class StepRunner:
         deadline = self.loop.deadline
         if deadline is not None and self.clock.monotonic() >= deadline:
             late = self.loop.deadline_error(step.id)
-            return _now(Outcome(S.FAILED, error=error_info(late), reason=late.message, fatal=True))
+            return _now(Outcome(S.FAILED, error=error_dict(late), reason=late.message, fatal=True))
         tool = self._plain_tool(step, handler)
         if tool is not None:
             assert isinstance(handler, ToolAction)
@@ -225,6 +228,9 @@ class StepRunner:
         except (ReferenceResolutionError, ValueError) as exc:
             return outcome_of(Result(False, exc=exc), tally)
         loop = self.loop
+        refused = loop.refused(step, None, {}, args)
+        if refused is not None:
+            return outcome_of(refused, tally)
         hooked = loop.enter(step, args, tally)
         if hooked is not None and inspect.isawaitable(hooked):
             await hooked
@@ -249,7 +255,7 @@ class StepRunner:
         if not isinstance(handler, ToolAction) or self.loop.deadline is not None:
             return None
         if not _POLICY_FIELDS.isdisjoint(step.model_fields_set) and any(
-            getattr(step, f) is not None for f in _POLICY_FIELDS
+            getattr(step, f) not in (None, False) for f in _POLICY_FIELDS
         ):
             return None
         name = step.tool or ""
@@ -283,9 +289,8 @@ class StepRunner:
                 res = await self.loop.run(
                     self._attempt(job, step, outputs, args, index, tally), tally
                 )
-        # an in-doubt call may have happened: its fallback must not run as well
-        in_doubt = getattr(res.exc, "in_doubt", False)
-        if not res.ok and not res.fatal and not in_doubt and step.fallback is not None:
+        # A call whose effect is in doubt takes no fallback: the first may have happened.
+        if not res.ok and not res.fatal and step.fallback is not None and not in_doubt(res):
             res = await self._fallback(job, outputs, index, tally, res)
         return res
 
@@ -308,7 +313,15 @@ class StepRunner:
 
         async def perform(n: int) -> Any:
             ctx = StepContext(base.run_id, base.step_id, n, key, index, history)
-            call = Call(step, copy_json(args), ctx, self.goal, resolve, outputs=outputs)
+            call = Call(
+                step,
+                copy_json(args),
+                ctx,
+                self.goal,
+                resolve,
+                outputs=outputs,
+                stage_goal=self.stage_goals.get(job.step.id),
+            )
             try:
                 return await handler(call)
             finally:
@@ -360,14 +373,14 @@ class StepRunner:
                 job, step, outputs, args, index, tally, tuple(history), iteration=iteration
             )
             res = await self.loop.run(attempt, tally)
-            if res.fatal:
+            if res.fatal or isinstance(res.exc, RepeatedCallError):  # no other iteration helps
                 return res
             history.append(
                 {
                     "iteration": iteration,
                     "args": copy_json(args),
                     "output": copy_json(res.output) if res.ok else None,
-                    "error": None if res.exc is None else error_info(res.exc),
+                    "error": None if res.exc is None else error_dict(res.exc),
                 }
             )
             if res.ok:
@@ -444,6 +457,8 @@ class StepRunner:
                     "fallback": None,
                     "repeat": None,
                     "for_each": None,
+                    "compute": None,
+                    "remote_output": False,
                 }
             )
         return fb_step
@@ -514,10 +529,20 @@ class StepRunner:
 
 
 _POLICY_FIELDS = frozenset(
-    ("for_each", "repeat", "fallback", "timeout", "total_timeout", "retry", "resource")
+    (
+        "for_each",
+        "repeat",
+        "fallback",
+        "timeout",
+        "total_timeout",
+        "retry",
+        "resource",
+        "compute",
+        "remote_output",
+    )
 )
 """Step fields that put a policy around the call; a step that set none of them (pydantic's
-``model_fields_set``) has them all at their default, None."""
+``model_fields_set``) has them all at their default (None, or False for ``remote_output``)."""
 
 
 async def _now(outcome: Outcome) -> Outcome:

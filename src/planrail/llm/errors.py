@@ -3,18 +3,20 @@
     PlanrailError
     ├── LLMError                       a model call failed and trying again will not help
     │   ├── LLMRequestError            the provider refused the request (4xx: key, model, size)
-    │   ├── MissingExtraError          the provider's package is not installed
     │   └── BudgetExceededError        a run's budget is spent (``fatal``: the run stops)
     └── RetryableError
         ├── LLMUnavailableError        429, 5xx, timeout, connection error (``retry_after``)
         └── LLMAnswerError             the answer is empty, or not the JSON that was asked for
+
+``MissingExtraError`` (a provider's package is not installed) is :mod:`planrail.errors`' one
+class for every missing extra, re-exported here.
 
 Retryable errors are handled by the retry policies (a step's, or the planner's own loop).
 """
 
 from __future__ import annotations
 
-from planrail.errors import PlanrailError, RetryableError
+from planrail.errors import MissingExtraError, PlanrailError, RetryableError
 
 __all__ = [
     "BudgetExceededError",
@@ -40,12 +42,6 @@ class LLMRequestError(LLMError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
-
-
-class MissingExtraError(LLMError):
-    """An optional package is needed: the message says which ``pip install`` fixes it."""
-
-    code = "missing_extra"
 
 
 class BudgetExceededError(LLMError):

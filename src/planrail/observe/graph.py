@@ -2,12 +2,13 @@
 
 Pure functions of data: no I/O, no Graphviz needed (the SVG layout is in
 :mod:`planrail.observe.layout`). Edges point from a dependency to the step that waits for it.
+A plan's stages are drawn as groups: Mermaid subgraphs, DOT clusters, SVG frames.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,8 @@ class DepGraph:
     status: dict[str, str] = field(default_factory=dict)
     """Each step's status, for a run; empty for a plan."""
     title: str = ""
+    stages: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    """``(id, sub-goal, steps)`` of each stage, in order; drawn as groups."""
 
     @classmethod
     def of(
@@ -50,12 +53,34 @@ class DepGraph:
             s.model_dump(exclude_defaults=True) if not isinstance(s, dict) else s for s in steps
         ]
         goal = plan.goal if isinstance(plan, Plan) else str(plan.get("goal", ""))
+        raw_stages: list[Any] = list(
+            plan.stages if isinstance(plan, Plan) else plan.get("stages") or []
+        )
+        stages = [st.model_dump() if not isinstance(st, dict) else st for st in raw_stages]
         return cls(
             deps={s["id"]: tuple(s.get("depends_on", ())) for s in data},
             calls={s["id"]: _calls(s) for s in data},
             status={k: str(v) for k, v in (status or {}).items()},
             title=goal,
+            stages=tuple(
+                (str(st["id"]), str(st.get("goal", "")), tuple(st.get("steps", ())))
+                for st in stages
+            ),
         )
+
+    def grouped(
+        self, node: Callable[[str], str], begin: Callable[[int, str, str], str], end: str
+    ) -> list[str]:
+        """Node lines, each stage's inside its group (``begin(index, id, goal)`` ... ``end``),
+        then the steps in no stage."""
+        nodes = {sid: node(sid) for sid in self.deps}
+        lines: list[str] = []
+        for i, (stage, goal, steps) in enumerate(self.stages):
+            lines.append(begin(i, stage, goal))
+            lines.extend(f"  {nodes.pop(sid)}" for sid in steps if sid in nodes)
+            lines.append(end)
+        lines.extend(nodes.values())
+        return lines
 
     def edges(self) -> list[tuple[str, str]]:
         """``(dependency, step)`` pairs, in plan order, without duplicates."""
@@ -109,12 +134,22 @@ def to_mermaid(graph: DepGraph) -> str:
     lines = ["flowchart LR"]
     if graph.title:
         lines.insert(0, f"---\ntitle: {json.dumps(graph.title, ensure_ascii=False)}\n---")
-    for sid in graph.deps:
+
+    def node(sid: str) -> str:
         label = _mermaid_text(sid)
         if graph.calls.get(sid):
             label += "<br/>" + _mermaid_text(graph.calls[sid])
         status = graph.status.get(sid)
-        lines.append(f'  {ids[sid]}["{label}"]' + (f":::{status}" if status else ""))
+        return f'  {ids[sid]}["{label}"]' + (f":::{status}" if status else "")
+
+    prefix = "stage_"
+    while any(nid.startswith(prefix) for nid in ids.values()):
+        prefix += "_"  # a group's id never meets a step's
+
+    def begin(i: int, stage: str, goal: str) -> str:
+        return f'  subgraph {prefix}{i}["{_mermaid_text(f"{stage}: {goal}")}"]'
+
+    lines.extend(graph.grouped(node, begin, "  end"))
     for dep, sid in graph.edges():
         lines.append(f"  {ids[dep]} --> {ids[sid]}")
     for status in dict.fromkeys(graph.status.values()):
@@ -142,14 +177,23 @@ def to_dot(graph: DepGraph) -> str:
         f'fillcolor="{fill}", color="{stroke}"];',
         '  edge [color="#868e96", arrowsize=0.7];',
     ]
-    for sid in graph.deps:
+
+    def node(sid: str) -> str:
         label = sid + (f"\n{graph.calls[sid]}" if graph.calls.get(sid) else "")
         attrs = [f"label={_dot(label)}"]
         status = graph.status.get(sid)
         if status:
             fill, stroke = COLORS.get(status, COLORS[""])
             attrs += [f'fillcolor="{fill}"', f'color="{stroke}"', f"tooltip={_dot(status)}"]
-        lines.append(f"  {_dot(sid)} [{', '.join(attrs)}];")
+        return f"  {_dot(sid)} [{', '.join(attrs)}];"
+
+    def begin(i: int, stage: str, goal: str) -> str:
+        return (
+            f'  subgraph "cluster_stage_{i}" {{ label={_dot(f"{stage}: {goal}")};'
+            ' style="rounded,dashed"; color="#adb5bd";'
+        )
+
+    lines.extend(graph.grouped(node, begin, "  }"))
     for dep, sid in graph.edges():
         lines.append(f"  {_dot(dep)} -> {_dot(sid)};")
     lines.append("}")

@@ -207,6 +207,7 @@ def to_svg(graph: DepGraph) -> str:
             f'<text x="{MARGIN}" y="{MARGIN + 14}" font-size="15" font-weight="bold" '
             f'fill="#212529">{escape(graph.title)}</text>'
         )
+    out.extend(_stage_frames(graph, lay))
     for dep, sid, pts in lay.routes:
         out.append(
             f'<path class="edge" data-from={quoteattr(dep)} data-to={quoteattr(sid)} '
@@ -245,3 +246,28 @@ def to_svg(graph: DepGraph) -> str:
         )
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+STAGE_PAD = 8.0
+
+
+def _stage_frames(graph: DepGraph, lay: Layout) -> list[str]:
+    """A dashed frame around each stage's boxes, labelled with its id and sub-goal."""
+    out = []
+    for stage, goal, steps in graph.stages:
+        boxes = [lay.boxes[sid] for sid in steps if sid in lay.boxes]
+        if not boxes:
+            continue
+        x0 = min(b.x for b in boxes) - STAGE_PAD
+        y0 = max(min(b.y for b in boxes) - STAGE_PAD - 14.0, 0.0)
+        x1 = max(b.x + b.w for b in boxes) + STAGE_PAD
+        y1 = max(b.y + b.h for b in boxes) + STAGE_PAD
+        label = f"{stage}: {goal}"
+        out.append(
+            f'<g class="stage" data-stage={quoteattr(stage)}><title>{escape(label)}</title>'
+            f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" '
+            'rx="9" fill="#f8f9fa" stroke="#adb5bd" stroke-dasharray="5,4"/>'
+            f'<text x="{x0 + 6:.1f}" y="{y0 + 12:.1f}" font-size="10" fill="#495057">'
+            f"{escape(label)}</text></g>"
+        )
+    return out

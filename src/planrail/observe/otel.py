@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planrail.engine.events import Event, EventType
-from planrail.errors import PlanrailError
+from planrail.errors import MissingExtraError
 
 if TYPE_CHECKING:
     from planrail.plan.model import Plan
@@ -54,12 +54,6 @@ _END_STATUS = {
     E.STEP_IN_DOUBT: "in_doubt",
     E.STEP_RESTORED: "restored",
 }
-
-
-class MissingExtraError(PlanrailError):
-    """An optional integration was asked for but its extra is not installed."""
-
-    code = "missing_extra"
 
 
 def require_otel() -> Any:

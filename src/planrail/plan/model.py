@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,6 +24,7 @@ __all__ = [
     "Plan",
     "Repeat",
     "RetrySpec",
+    "Stage",
     "Step",
 ]
 
@@ -31,6 +32,8 @@ STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 Action = Literal["tool_call", "llm_call", "condition_check"]
 ACTIONS: tuple[str, ...] = ("tool_call", "llm_call", "condition_check")
+
+ComputeKey = Literal["num_cpus", "num_gpus", "memory"]
 
 JoinRule = Literal["all_succeeded", "all_finished", "any_succeeded"]
 JOIN_RULES: tuple[str, ...] = ("all_succeeded", "all_finished", "any_succeeded")
@@ -129,6 +132,28 @@ class Step(BaseModel):
     requires_approval: bool | None = None
     estimated_duration: float | None = Field(default=None, ge=0)
     """Typical seconds, used to start the longest remaining path first."""
+    compute: dict[ComputeKey, Annotated[float, Field(ge=0)]] | None = None
+    """What one call of the step's tool needs where it runs (``num_cpus``, ``num_gpus``,
+    ``memory`` in bytes), key by key over the tool's own ``compute``; used by runners that
+    place calls on a cluster (Ray), ignored by the local runner."""
+    remote_output: bool = False
+    """Leave the output where it was produced (Ray's object store): the run records a handle
+    (digest, size, preview) instead of the data. Ignored by runners that cannot (local)."""
+
+
+class Stage(BaseModel):
+    """A named group of steps with the sub-goal they must reach (see ``docs/plan-format.md``)."""
+
+    model_config = _FROZEN
+
+    id: str = Field(pattern=STEP_ID_PATTERN)
+    """Unique among the plan's stages."""
+    goal: str = Field(min_length=1)
+    """The stage's sub-goal: shown under the goal anchor to this stage's ``llm_call`` steps."""
+    steps: tuple[str, ...] = ()
+    """The ids of the steps the stage holds; a step is in at most one stage."""
+    confirm: bool = False
+    """Start the stage with a model's check that the finished stages reached their sub-goals."""
 
 
 class Plan(BaseModel):
@@ -142,6 +167,8 @@ class Plan(BaseModel):
     output: Any = None
     """What the run returns: JSON with references into the steps' outputs."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    stages: tuple[Stage, ...] = ()
+    """Optional stages, in the order they are reached (``planrail.plan.stages``)."""
 
     @cached_property
     def by_id(self) -> dict[str, Step]:
@@ -162,5 +189,12 @@ class Plan(BaseModel):
 
     @cached_property
     def hash(self) -> str:
-        """``sha256:`` + the hex digest of :meth:`canonical_json`; what an approval is bound to."""
+        """``sha256:`` + the hex digest of :meth:`canonical_json`; what an approval is bound to.
+
+        Computed once; :meth:`fresh_hash` recomputes it from the plan's content as it is now."""
+        return self.fresh_hash()
+
+    def fresh_hash(self) -> str:
+        """The hash of the plan as it is now. Steps are frozen, but their ``args`` dicts are not:
+        the gate compares this, not the cached :attr:`hash`, with the approval."""
         return "sha256:" + hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()

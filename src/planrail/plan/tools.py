@@ -19,6 +19,8 @@ Two seams meet here (``docs/architecture.md``):
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import functools
 import inspect
 import sys
@@ -107,6 +109,9 @@ class ToolSpec:
     """Typical seconds per call, used to put the longest remaining path first."""
     sensitivity: Sensitivity = "public"
     """How sensitive the tool's output is, for security policies and redaction."""
+    compute: Mapping[str, float] | None = None
+    """What one call needs where it runs (``num_cpus``, ``num_gpus``, ``memory`` in bytes), for
+    runners that place calls on a cluster (Ray); a step's ``compute`` overrides it."""
 
     @property
     def honours_idempotency_key(self) -> bool:
@@ -190,12 +195,29 @@ class Tool:
         """A return type whose values are already plain JSON: no conversion needed."""
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        self.remote_output = False
+        """Set on a step's copy (:meth:`placed`): the runner keeps the output, returns a handle."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<planrail.Tool {self.name!r}>"
+
+    def placed(
+        self, compute: Mapping[Any, float] | None = None, *, remote_output: bool = False
+    ) -> Tool:
+        """This tool as one step runs it: ``compute`` overriding, key by key, what the tool
+        declares; with ``remote_output`` its output stays where it was produced (the runner
+        checks it against the return type there and returns a handle, passed through as is)."""
+        placed = copy.copy(self)
+        if compute is not None:
+            merged = {**(self.spec.compute or {}), **compute}
+            placed.spec = dataclasses.replace(self.spec, compute=merged)
+        if remote_output:
+            placed.remote_output = True
+            placed._output_adapter = placed._scalar = None
+        return placed
 
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Check ``args`` against the input schema; return the keyword arguments to call with.
@@ -267,6 +289,7 @@ def tool(
     secret_params: Iterable[str] = (),
     estimated_duration: float | None = None,
     sensitivity: Sensitivity = "public",
+    compute: Mapping[str, float] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -284,6 +307,7 @@ def tool(
     secret_params: Iterable[str] = (),
     estimated_duration: float | None = None,
     sensitivity: Sensitivity = "public",
+    compute: Mapping[str, float] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a sync or async function a planrail tool.
 
@@ -303,6 +327,7 @@ def tool(
             secret_params=frozenset(secret_params),
             estimated_duration=estimated_duration,
             sensitivity=sensitivity,
+            compute=compute,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -321,6 +346,7 @@ def _build_tool(
     secret_params: frozenset[str],
     estimated_duration: float | None,
     sensitivity: Sensitivity = "public",
+    compute: Mapping[str, float] | None = None,
 ) -> Tool:
     if not callable(f):
         raise ToolDefinitionError(f"@tool needs a function, got {f!r}")
@@ -337,6 +363,10 @@ def _build_tool(
     tool_name = name or getattr(f, "__name__", None)
     if not tool_name:
         raise ToolDefinitionError(f"cannot name tool {f!r}; pass name=...")
+    try:
+        compute = check_compute(compute)
+    except ValueError as exc:
+        raise ToolDefinitionError(f"tool {tool_name!r}: {exc}") from exc
     try:
         hints = {
             k: _compatible(v) for k, v in typing.get_type_hints(f, include_extras=True).items()
@@ -404,10 +434,29 @@ def _build_tool(
         secret_params=secret_params,
         estimated_duration=estimated_duration,
         sensitivity=sensitivity,
+        compute=compute,
     )
     ret = hints.get("return")
     scalar = ret if ret in (str, int, bool) else None
     return Tool(f, spec, context_param, model, adapter, scalar)
+
+
+COMPUTE_KEYS = ("num_cpus", "num_gpus", "memory")
+"""What a tool or a step may declare in ``compute``."""
+
+
+def check_compute(compute: Mapping[str, Any] | None) -> dict[str, float] | None:
+    """``compute`` as a plain dict of non-negative numbers; ``ValueError`` saying what is wrong."""
+    if compute is None:
+        return None
+    out: dict[str, float] = {}
+    for key, value in compute.items():
+        if key not in COMPUTE_KEYS:
+            raise ValueError(f"compute: unknown key {key!r} (known: {', '.join(COMPUTE_KEYS)})")
+        if type(value) not in (int, float) or not value >= 0:
+            raise ValueError(f"compute: {key} must be a number >= 0, got {value!r}")
+        out[key] = value
+    return out
 
 
 def _compatible(tp: Any) -> Any:

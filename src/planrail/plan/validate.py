@@ -19,6 +19,7 @@ import pydantic
 from planrail._memory import collector_paused
 from planrail.errors import PlanLoadError, PlanValidationError, ReferenceSyntaxError
 from planrail.plan import schema as js
+from planrail.plan.duplicates import duplicate_calls_pass
 from planrail.plan.graph import cycles
 from planrail.plan.loader import PlanLimits, load_document, normalize, read_plan_file
 from planrail.plan.model import ACTIONS, Plan, Step
@@ -30,6 +31,7 @@ from planrail.plan.refs import (
     parse_reference,
     parse_template,
 )
+from planrail.plan.stages import STAGE_CODES, stages_pass
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolSpec
 from planrail.plan.validate_policies import policies_pass
 
@@ -55,6 +57,7 @@ CODES = (
     "limit_exceeded",
     "invalid_policy",
     "invalid_predicate",
+    *STAGE_CODES,
 )
 """Stable error codes. More may be added; none is ever renamed."""
 
@@ -242,7 +245,7 @@ def _normalize(ctx: _Ctx) -> None:
 
 def _shape(ctx: _Ctx) -> None:
     """schema_error / invalid_id / duplicate_id / invalid_action: each step's fields."""
-    allowed = {"goal", "steps", "output", "metadata"}
+    allowed = {"goal", "steps", "output", "metadata", "stages"}
     for key in ctx.raw:
         if key not in allowed:
             ctx.error(
@@ -326,6 +329,7 @@ _POLICY_FIELDS = {
     "max_parallel",
     "join",
     "estimated_duration",
+    "compute",
 }
 
 
@@ -738,6 +742,8 @@ _PASSES: list[Callable[[_Ctx], None]] = [
     _arguments,
     _warnings,
     policies_pass,
+    stages_pass,
+    duplicate_calls_pass,
 ]
 _TOOL_PASSES = {_tools, _output_fields, _arguments}
 

@@ -26,6 +26,7 @@ from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
 from planrail.plan.validate import Issue, ValidationReport
 from planrail.planner import prompt as prompts
 from planrail.planner.retry import LLMRetry, call_with_retry
+from planrail.planner.stages import kept_stages, merge_stages
 from planrail.planner.stream import StepStream
 from planrail.types import Clock
 
@@ -170,16 +171,22 @@ class Planner:
             instructions=self.instructions,
         )
         prefix = tuple(s.model_dump(mode="json", exclude_defaults=True) for s in kept)
+        stages = kept_stages(plan, finished)
 
         def check(data: dict[str, Any]) -> tuple[dict[str, Any], list[str], ValidationReport]:
-            return self._check(goal, data, prefix=prefix)
+            return self._check(goal, data, prefix=prefix, stages=stages)
 
         return await self._loop(messages, "replan", check, None)
 
     # ------------------------------------------------------------------ the loop
 
     def _check(
-        self, goal: str, data: dict[str, Any], *, prefix: tuple[dict[str, Any], ...]
+        self,
+        goal: str,
+        data: dict[str, Any],
+        *,
+        prefix: tuple[dict[str, Any], ...],
+        stages: tuple[dict[str, Any], ...] = (),
     ) -> tuple[dict[str, Any], list[str], ValidationReport]:
         changes: list[str] = []
         if data.get("goal") != goal:
@@ -195,10 +202,14 @@ class Planner:
             if step in prefix:  # a finished step written out again: it will not run again
                 del new[i]
                 changes.append(f"$.steps[{i}]: dropped; it repeats a finished step")
+        data, dropped = merge_stages(data, stages)
+        changes.extend(dropped)
         result = repair({**data, "steps": [*prefix, *new]}, self.registry, limits=self.limits)
         shown = dict(result.plan_data or data)
         if isinstance(shown.get("steps"), list):
             shown["steps"] = shown["steps"][len(prefix) :]  # the model sees only its own steps
+        if stages and isinstance(shown.get("stages"), list):
+            shown["stages"] = shown["stages"][len(stages) :]
         return shown, changes + result.changes, result.report
 
     async def _loop(

@@ -17,6 +17,7 @@ from planrail.plan.validate import Issue, output_schema_of
 
 __all__ = [
     "PLANNER_INSTRUCTIONS",
+    "STAGE_SCHEMA",
     "catalog_text",
     "plan_schema",
     "planning_messages",
@@ -27,7 +28,8 @@ __all__ = [
 
 PLANNER_INSTRUCTIONS = """\
 You are a planner. You do not do the work yourself: you write a plan that a program executes.
-A plan is a JSON object {"goal": string, "steps": [step, ...], "output": optional}.
+A plan is a JSON object {"goal": string, "steps": [step, ...], "output": optional,
+"stages": optional}.
 
 Each step is an object:
 - "id": a unique name matching ^[A-Za-z_][A-Za-z0-9_]{0,63}$ (e.g. "fetch_user").
@@ -47,7 +49,27 @@ Never invent a value that a tool should produce: reference it. Literal values co
 the goal. Steps that do not depend on each other run in parallel, so do not add needless
 dependencies. "output" maps names to references: what the plan returns.
 
+For a long task, cut the plan into stages, in the order they are reached: "stages" is a list of
+{"id": a name like a step id, "goal": the sub-goal this stage must reach, "steps": the ids of
+its steps, "confirm": true to have the finished stages checked against their sub-goals before
+this stage starts}. A step is in at most one stage, and no step may depend on a step of a
+later stage. Each model step sees its own stage's sub-goal. Leave "stages" out for short plans.
+
 Answer with the plan as one JSON object and nothing else."""
+
+
+STAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": STEP_ID_PATTERN},
+        "goal": {"type": "string", "minLength": 1},
+        "steps": {"type": "array", "items": {"type": "string"}},
+        "confirm": {"type": "boolean"},
+    },
+    "required": ["id", "goal", "steps"],
+    "additionalProperties": False,
+}
+"""One entry of a plan's ``stages`` as the planner asks for it."""
 
 
 def plan_schema(registry: ToolRegistry, *, llm_steps: bool = True) -> dict[str, Any]:
@@ -78,6 +100,7 @@ def plan_schema(registry: ToolRegistry, *, llm_steps: bool = True) -> dict[str, 
             "goal": {"type": "string"},
             "steps": {"type": "array", "items": step},
             "output": {"type": "object"},
+            "stages": {"type": "array", "items": STAGE_SCHEMA},
         },
         "required": ["goal", "steps"],
         "additionalProperties": False,

@@ -168,12 +168,57 @@ class RunPolicy:
     """Items of one ``for_each`` running at once when the step sets no ``max_parallel``."""
     seed: int | None = None
     """Seed of the jitter RNG (``None``: unpredictable jitter)."""
+    max_identical_calls: int | None = 3
+    """Most calls of one tool with the same resolved arguments in a run (retries of a call are
+    not counted); the next identical call fails with ``RepeatedCallError`` instead of being
+    made. ``None`` turns the guard off (``docs/policies.md``)."""
+    repeatable_tools: frozenset[str] = frozenset()
+    """Tools the repeated-call guard leaves alone: reads you mean to call again with the same
+    arguments (a status you poll with ``repeat``, a clock)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as plain JSON data, stored with a run (:meth:`from_mapping` reads it)."""
+        return {
+            "resources": {
+                name: {
+                    "max_concurrency": lim.max_concurrency,
+                    "rate": lim.rate,
+                    "per": lim.per,
+                    "burst": lim.burst,
+                }
+                for name, lim in sorted(self.resources.items())
+            },
+            "deadline": self.deadline,
+            "default_retry": None if self.default_retry is None else self.default_retry.to_dict(),
+            "max_iterations": self.max_iterations,
+            "max_items": self.max_items,
+            "default_max_parallel": self.default_max_parallel,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> RunPolicy:
+        """The policy :meth:`to_dict` wrote (unknown fields are an error)."""
+        fields = dict(data)
+        unknown = set(fields) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown run policy fields: {', '.join(sorted(unknown))}")
+        retry = fields.get("default_retry")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            fields["default_retry"] = RetryPolicy.from_spec(retry)
+        return cls(**fields)
 
     def __post_init__(self) -> None:
         resources = {name: ResourceLimit.parse(lim) for name, lim in dict(self.resources).items()}
         object.__setattr__(self, "resources", resources)
         if self.deadline is not None and (not math.isfinite(self.deadline) or self.deadline <= 0):
             raise ValueError(f"deadline must be a number of seconds > 0, got {self.deadline!r}")
+        exempt = self.repeatable_tools
+        exempt = frozenset([exempt] if isinstance(exempt, str) else exempt)
+        object.__setattr__(self, "repeatable_tools", exempt)
+        calls = self.max_identical_calls
+        if calls is not None and (type(calls) is not int or calls < 1):
+            raise ValueError(f"max_identical_calls must be an integer >= 1 or None, got {calls!r}")
         for name in ("max_iterations", "max_items", "default_max_parallel"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:

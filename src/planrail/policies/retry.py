@@ -212,6 +212,17 @@ class RetryPolicy:
             retry_on=frozenset(spec.retry_on),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as plain JSON data (what :meth:`from_spec` reads back)."""
+        return {
+            "max_attempts": self.max_attempts,
+            "initial_delay": self.initial_delay,
+            "backoff": self.backoff,
+            "max_delay": self.max_delay,
+            "jitter": self.jitter,
+            "retry_on": sorted(self.retry_on),
+        }
+
     def base_delay(self, attempt: int) -> float:
         """The delay after attempt ``attempt`` (1-based) fails, before jitter and Retry-After."""
         if attempt < 1:

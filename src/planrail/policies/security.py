@@ -4,9 +4,9 @@ asks, from their resolved values.
 
 A :class:`SecurityPolicy` is a frozen value: ``strict`` mode, ordered :class:`Rule` s and a cap
 on tool calls. :meth:`SecurityPolicy.decide` is a pure function of the step, the provenance and
-the resolved arguments. :class:`SecurityGuard` is the run-time side the executor calls right
-before every attempt: it counts calls, asks the policy, calls the approval callback when the
-answer is *approve*, and reports each decision.
+the resolved arguments. The run-time side, :class:`planrail.engine.guard.SecurityGuard`, is
+called by the executor right before every attempt: it counts calls, asks the policy, calls the
+approval callback when the answer is *approve*, and reports each decision.
 
 How a decision is made (``docs/security.md`` has examples):
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,11 +40,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from planrail.errors import ApprovalRefusedError, ExecutionError, PlanError, PlanrailError
+from planrail.plan.effects import tool_effect
 from planrail.plan.loader import PlanLimits, load_document, read_plan_file
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, check_predicate, compile_predicate
 from planrail.plan.provenance import Provenance, Source, Sources, check_pattern, labels
-from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolSpec
 
 __all__ = [
@@ -57,7 +56,6 @@ __all__ = [
     "Decision",
     "PolicyDeniedError",
     "Rule",
-    "SecurityGuard",
     "SecurityPolicy",
     "SecurityPolicyError",
     "ToolCallLimitError",
@@ -430,7 +428,7 @@ def fallback_call(step: Step) -> Step:
 
 
 def _changes_world(spec: ToolSpec | None) -> bool:
-    return spec is None or spec.side_effects != "none" or bool(spec.requires_approval)
+    return tool_effect(spec).guarded
 
 
 def _sources_match(rule: Rule, arg_sources: Mapping[str, Sources]) -> bool:
@@ -515,110 +513,3 @@ class CallApprovalRequest:
 ApproveCall = Callable[[CallApprovalRequest], "bool | Mapping[str, Any] | Awaitable[Any]"]
 """``approve_call(request)`` → True/False, or an approval record ``{"args_hash", "by", ...}``
 whose ``args_hash`` must equal the request's (anything else is a refusal). May be async."""
-
-OnDecision = Callable[[str, int, dict[str, Any]], None]
-"""``on_decision(step_id, attempt, data)`` — the executor emits it as a ``policy_decision``
-event."""
-
-
-class SecurityGuard:
-    """One run's enforcement point, called right before every attempt of every step."""
-
-    def __init__(
-        self,
-        policy: SecurityPolicy,
-        provenance: Provenance,
-        *,
-        run_id: str,
-        approve_call: ApproveCall | None = None,
-        on_decision: OnDecision | None = None,
-        redactor: Redactor | None = None,
-    ) -> None:
-        self.policy = policy
-        self.provenance = provenance
-        self.run_id = run_id
-        self.approve_call = approve_call
-        self.on_decision = on_decision
-        self.redactor = redactor
-        self.tool_calls = 0
-        """Tool calls admitted so far."""
-        self._approved: dict[tuple[str, int | None, str, str], dict[str, Any]] = {}
-
-    async def admit(
-        self, step: Step, item: int | None, attempt: int, args: Any, available: Any
-    ) -> None:
-        """Return if the call may go ahead; raise :class:`PolicyDeniedError` (the step fails)
-        or :class:`ToolCallLimitError` (the run stops) if not."""
-        if step.action != "tool_call" or not step.tool:
-            return
-        limit = self.policy.max_tool_calls
-        if limit is not None and self.tool_calls >= limit:
-            self._report(step, item, attempt, {"action": "deny", "reason": "tool call limit"})
-            raise ToolCallLimitError(
-                f"the run reached its limit of {limit:,} tool calls"
-                " (SecurityPolicy.max_tool_calls); it stops here",
-                step_id=step.id,
-                attempt=attempt,
-            )
-        resolved = args if isinstance(args, Mapping) else None
-        decision = self.policy.decide(step, self.provenance, resolved, available=available)
-        data = {**decision.to_dict(), "tool": step.tool}
-        if decision.action == "deny":
-            self._report(step, item, attempt, data)
-            raise PolicyDeniedError(
-                f"step '{step.id}': calling '{step.tool}' is denied: {decision.reason}",
-                run_id=self.run_id,
-                step_id=step.id,
-                attempt=attempt,
-            )
-        if decision.action == "approve":
-            digest = args_digest(args)
-            data["args_hash"] = digest
-            key = (step.id, item, step.tool, digest)
-            record = self._approved.get(key)
-            if record is None:
-                record = await self._ask(step, item, attempt, args, digest, decision)
-            if record is None:
-                data["approved"] = False
-                self._report(step, item, attempt, data)
-                how = (
-                    "no approver is configured (pass approve_call=)"
-                    if self.approve_call is None
-                    else "the approver refused"
-                )
-                raise CallNotApprovedError(
-                    f"step '{step.id}': calling '{step.tool}' needs approval"
-                    f" ({decision.reason}) and {how}",
-                    run_id=self.run_id,
-                    step_id=step.id,
-                    attempt=attempt,
-                )
-            self._approved[key] = record
-            data["approved"] = True
-            data["approval"] = record
-        self.tool_calls += 1
-        self._report(step, item, attempt, data)
-
-    async def _ask(
-        self, step: Step, item: int | None, attempt: int, args: Any, digest: str, decision: Decision
-    ) -> dict[str, Any] | None:
-        if self.approve_call is None:
-            return None
-        shown = self.redactor.args(step.id, args) if self.redactor is not None else args
-        request = CallApprovalRequest(
-            self.run_id, step.id, step.tool or "", shown, digest, decision, item, attempt
-        )
-        answer = self.approve_call(request)
-        if inspect.isawaitable(answer):
-            answer = await answer
-        if answer is True:
-            return {"args_hash": digest, "by": "approve_call"}
-        if isinstance(answer, Mapping) and answer.get("args_hash") == digest:
-            return {k: v for k, v in answer.items() if isinstance(v, str | int | float | bool)}
-        return None
-
-    def _report(self, step: Step, item: int | None, attempt: int, data: dict[str, Any]) -> None:
-        if item is not None:
-            data["item"] = item
-        if self.on_decision is not None:
-            self.on_decision(step.id, attempt, data)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,10 @@ __all__ = ["LLMTestServer", "RecordedRequest", "Reply"]
 
 _HANG_LIMIT = 30.0
 """Longest a hanging reply holds its connection (the server's stop releases it sooner)."""
+
+_CREATED = 1_700_000_000
+"""The ``created`` stamp of every completion: fixed, so a test double's answers do not depend on
+when the test ran (clients do not read it)."""
 
 
 @dataclass
@@ -275,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     "id": "chatcmpl-test",
                     "object": "chat.completion",
-                    "created": int(time.time()),
+                    "created": _CREATED,
                     "model": model,
                     "choices": [
                         {
@@ -305,7 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
         base: dict[str, Any] = {
             "id": "chatcmpl-test",
             "object": "chat.completion.chunk",
-            "created": int(time.time()),
+            "created": _CREATED,
             "model": model,
         }
         for i, piece in enumerate(chunks):

@@ -17,6 +17,11 @@ from .conftest import stdio_probe
 Probe = Callable[..., ServerConfig]
 
 
+def run(doc: dict[str, Any], tools: list[MCPTool]) -> planrail.RunResult:
+    """Run ``doc`` approved (the tests are about the calls, not the approval)."""
+    return planrail.run(doc, tools, approve=True)
+
+
 def tools_of(hub: MCPHub) -> list[MCPTool]:
     return list(hub.submit(mcp_tools(hub)).result(timeout=60))
 
@@ -45,7 +50,7 @@ def test_structured_output_flows_on_and_a_wrong_field_is_caught_by_validate(prob
         report = validate(plan(WHO, echo("${who.user}")), tools)
         assert [(i.code, i.step) for i in report.errors] == [("unknown_output_field", "echo")]
         good = plan(WHO, echo("${who.user_id}"), output="${echo.name}")
-        result = planrail.run(good, tools)
+        result = run(good, tools)
         assert result.status == "succeeded", result.error
         assert result.output == "usr_alice"
 
@@ -63,7 +68,7 @@ def test_one_session_serves_every_call_of_a_run(probe_dir: Any) -> None:
     """Parallel steps on one server share its one long-lived session (one process)."""
     steps = [{"id": f"s{i}", "tool": "probe.lookup", "args": {"name": f"n{i}"}} for i in range(6)]
     with MCPHub([stdio_probe()]) as hub:
-        result = planrail.run(plan(*steps), tools_of(hub))
+        result = run(plan(*steps), tools_of(hub))
         assert result.status == "succeeded"
         assert len({result.steps[s["id"]].output["pid"] for s in steps}) == 1
         assert hub.sessions_started("probe") == 1
@@ -100,7 +105,7 @@ def test_annotations_decide_the_effect_class_only_for_trusted_servers(probe_dir:
 def test_the_idempotency_key_is_in_the_requests_meta(probe: Probe) -> None:
     """Each call carries the step's idempotency key (and run, step, attempt) in ``_meta``."""
     with MCPHub([probe()]) as hub:
-        result = planrail.run(plan({"id": "s", "tool": "probe.seen", "args": {}}), tools_of(hub))
+        result = run(plan({"id": "s", "tool": "probe.seen", "args": {}}), tools_of(hub))
     assert result.steps["s"].output == {
         "planrail/idempotency_key": f"{result.run_id}:s",
         "planrail/run_id": result.run_id,
@@ -116,10 +121,8 @@ def test_is_error_fails_the_step_and_is_retried_only_when_the_policy_says_so(
     retry policy naming it retries it."""
     with MCPHub([probe()]) as hub:
         tools = tools_of(hub)
-        once = planrail.run(
-            plan({"id": "f", "tool": "probe.fail", "args": {"message": "no"}}), tools
-        )
-        again = planrail.run(
+        once = run(plan({"id": "f", "tool": "probe.fail", "args": {"message": "no"}}), tools)
+        again = run(
             plan(
                 {
                     "id": "f",
@@ -144,14 +147,12 @@ def test_a_call_past_its_timeout_is_cancelled_on_the_server(probe: Probe) -> Non
     cancelled on the server (its sleep saw the cancellation)."""
     with MCPHub([probe(call_timeout=0.5)]) as hub:
         tools = tools_of(hub)
-        result = planrail.run(
-            plan({"id": "s", "tool": "probe.sleep", "args": {"seconds": 60}}), tools
-        )
+        result = run(plan({"id": "s", "tool": "probe.sleep", "args": {"seconds": 60}}), tools)
         step = result.steps["s"]
         assert step.status == StepStatus.FAILED
         assert step.error is not None
         assert step.error["type"] == "AttemptTimeoutError"
-        asked = planrail.run(plan({"id": "c", "tool": "probe.was_cancelled", "args": {}}), tools)
+        asked = run(plan({"id": "c", "tool": "probe.was_cancelled", "args": {}}), tools)
     assert asked.steps["c"].output == {"result": True}
 
 
@@ -161,7 +162,7 @@ def test_exit_mid_call_leaves_a_non_idempotent_step_in_doubt(probe_dir: Any) -> 
     the next call."""
     with MCPHub([stdio_probe()]) as hub:
         tools = tools_of(hub)
-        result = planrail.run(
+        result = run(
             plan(
                 {
                     "id": "pay",
@@ -185,7 +186,7 @@ def test_exit_mid_call_leaves_a_non_idempotent_step_in_doubt(probe_dir: Any) -> 
         assert result.steps["after"].status == StepStatus.PENDING
         assert result.status == "failed"
         assert "planrail resolve" in (result.error or "")
-        later = planrail.run(plan(WHO), tools)
+        later = run(plan(WHO), tools)
         assert later.status == "succeeded"
         assert hub.sessions_started("probe") == 2
 
@@ -196,7 +197,7 @@ def test_exit_mid_call_of_an_idempotent_tool_is_retried_on_a_restarted_server(
     """The same drop on a tool that honours keys is retryable: the retry runs on a new server
     process and succeeds."""
     with MCPHub([stdio_probe()]) as hub:
-        result = planrail.run(
+        result = run(
             plan(
                 {
                     "id": "put",
@@ -216,7 +217,7 @@ def test_exit_mid_call_of_an_idempotent_tool_is_retried_on_a_restarted_server(
 def test_exit_mid_call_over_http_is_classified_too(http_url: str) -> None:
     """Over Streamable HTTP a server that dies mid-call gives the same unknown outcome."""
     with MCPHub([ServerConfig(name="probe", url=http_url, trusted=True)]) as hub:
-        result = planrail.run(
+        result = run(
             plan({"id": "pay", "tool": "probe.charge", "args": {"label": "h"}}), tools_of(hub)
         )
     assert result.steps["pay"].status == StepStatus.IN_DOUBT
@@ -236,7 +237,7 @@ def test_a_5mb_output_fails_clearly_is_truncated_or_passes_as_configured(
     """Over ``max_output_bytes`` (1 MiB by default) an output fails with a clear error, or is
     cut to the limit with ``on_large_output: truncate``; under a higher limit it passes whole."""
     with MCPHub([probe(**options)]) as hub:
-        result = planrail.run(
+        result = run(
             plan({"id": "b", "tool": "probe.big", "args": {"megabytes": 5}}), tools_of(hub)
         )
     step = result.steps["b"]
@@ -261,8 +262,8 @@ def test_a_schema_changed_since_approval_refuses_the_step(
     with MCPHub([stdio_probe()]) as hub:
         tools = tools_of(hub)
         apply_pins(tools, approved)
-        refused = planrail.run(plan(step), tools)
-        reapproved = planrail.run(plan(step), tools_of(hub))
+        refused = run(plan(step), tools)
+        reapproved = run(plan(step), tools_of(hub))
     error = refused.steps["v"].error
     assert error is not None
     assert error["type"] == "SchemaChangedError"
@@ -277,7 +278,7 @@ def test_a_schema_changed_during_the_run_refuses_the_step(probe_dir: Any) -> Non
     the event precedes the answer on the one pipe; over HTTP it comes on its own stream, so
     only calls starting after it arrived are sure to see it.)"""
     with MCPHub([stdio_probe()]) as hub:
-        result = planrail.run(
+        result = run(
             plan(
                 {"id": "e", "tool": "probe.evolve", "args": {}},
                 {"id": "v", "tool": "probe.versioned", "args": {"x": 1}, "depends_on": ["e"]},
@@ -293,10 +294,11 @@ def test_a_schema_changed_during_the_run_refuses_the_step(probe_dir: Any) -> Non
 def test_max_inflight_bounds_the_calls_in_flight_on_a_server(probe: Probe) -> None:
     """Six independent steps on a server with ``max_inflight: 2``: the server never sees more
     than two calls at once, and all six succeed."""
-    steps = [{"id": f"z{i}", "tool": "probe.sleep", "args": {"seconds": 0.05}} for i in range(6)]
+    sleeps = [{"seconds": 0.05 + i / 1000} for i in range(6)]  # distinct: not repeated calls
+    steps = [{"id": f"z{i}", "tool": "probe.sleep", "args": a} for i, a in enumerate(sleeps)]
     with MCPHub([probe(max_inflight=2)]) as hub:
         tools = tools_of(hub)
-        result = planrail.run(plan(*steps), tools)
+        result = run(plan(*steps), tools)
         assert result.status == "succeeded"
-        asked = planrail.run(plan({"id": "p", "tool": "probe.peak", "args": {}}), tools)
+        asked = run(plan({"id": "p", "tool": "probe.peak", "args": {}}), tools)
     assert asked.steps["p"].output == {"result": 2}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import shlex
 import sys
@@ -13,8 +12,9 @@ from typing import Any
 import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
+from typer.testing import CliRunner
 
-from planrail.store import open_store
+from planrail.cli import app
 
 from .conftest import PROBE, START_BUDGET
 
@@ -71,7 +71,8 @@ async def test_validate_run_read_list_and_the_catalog(tmp_path: Path) -> None:
 
 async def test_a_plan_needing_approval_waits_and_runs_once_approved(tmp_path: Path) -> None:
     """Without elicitation a plan that changes the world is stored ``awaiting_approval``
-    (nothing runs); once an operator approved it, ``resume_run`` runs it."""
+    (nothing runs); once an operator approved it (``planrail approve``), ``resume_run`` runs
+    it."""
     db = tmp_path / "runs.db"
     async with Client(serve(db)) as client:
         waiting = structured(await client.call_tool("run_plan", {"plan": CHANGES}))
@@ -85,12 +86,9 @@ async def test_a_plan_needing_approval_waits_and_runs_once_approved(tmp_path: Pa
 
 
 def approve(db: Path, run_id: str) -> None:
-    """What ``planrail approve RUN_ID`` does to the stored run."""
-    store = open_store(f"sqlite:///{db}")
-    run = store.get_run(run_id)
-    assert run is not None
-    approval = {"plan_hash": run.plan_hash, "by": "test operator", "at": run.created_at}
-    store.commit(run=dataclasses.replace(run, approval=approval, status="pending"))
+    """``planrail approve RUN_ID``, as an operator types it."""
+    result = CliRunner().invoke(app, ["approve", run_id, "--store", f"sqlite:///{db}"])
+    assert result.exit_code == 0, result.output
 
 
 async def test_a_client_with_elicitation_is_asked_to_approve(tmp_path: Path) -> None:

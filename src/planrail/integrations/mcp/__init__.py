@@ -7,10 +7,12 @@
 
 from __future__ import annotations
 
+from planrail.errors import MissingExtraError
+
 try:
     import mcp as _sdk  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError("MCP support needs the mcp extra: pip install 'planrail[mcp]'") from exc
+    raise MissingExtraError("MCP support needs the mcp extra: pip install 'planrail[mcp]'") from exc
 
 from planrail.integrations.mcp.config import ServerConfig, load_config, parse_option, servers_from
 from planrail.integrations.mcp.errors import (

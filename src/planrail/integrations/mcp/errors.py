@@ -6,8 +6,10 @@
     ├── MCPToolError           the tool answered ``isError``: a step failure (``retry_on`` it)
     ├── MCPRequestError        a JSON-RPC error (``.code``); retryable only for a request timeout
     ├── SchemaChangedError     the tool's schema is not the one approved: re-approve
-    ├── OutcomeUnknownError    the connection dropped mid-call: retryable if the tool honours
-    │                          keys, else ``in_doubt`` (the step waits for an operator)
+    ├── ExecutionError
+    │   └── CallCrashedError
+    │       └── OutcomeUnknownError   the connection dropped mid-call: retryable if the tool
+    │                                 honours keys, else ``in_doubt`` (waits for an operator)
     ├── OutputError
     │   └── OutputTooLargeError   over ``max_output_bytes``
     └── RetryableError
@@ -16,7 +18,7 @@
 
 from __future__ import annotations
 
-from planrail.errors import OutputError, PlanrailError, RetryableError
+from planrail.errors import CallCrashedError, OutputError, PlanrailError, RetryableError
 
 __all__ = [
     "MCPRequestError",
@@ -52,19 +54,15 @@ class SchemaChangedError(PlanrailError):
     code = "mcp_schema_changed"
 
 
-class OutcomeUnknownError(PlanrailError):
+class OutcomeUnknownError(CallCrashedError):
     """The connection dropped after the request was sent: the call may or may not have happened.
 
-    ``retryable`` when the tool honours idempotency keys (calling again is safe); otherwise
-    ``in_doubt`` is true and the step must wait for an operator's decision.
+    As any :class:`~planrail.errors.CallCrashedError`: ``retryable`` when the tool honours
+    idempotency keys (calling again is safe); otherwise ``in_doubt``, and the step waits for an
+    operator's decision.
     """
 
     code = "mcp_outcome_unknown"
-
-    def __init__(self, message: str, *, safe_to_retry: bool) -> None:
-        super().__init__(message)
-        self.retryable = safe_to_retry
-        self.in_doubt = not safe_to_retry
 
 
 class OutputTooLargeError(OutputError):

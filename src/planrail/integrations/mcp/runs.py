@@ -1,9 +1,11 @@
-"""How ``planrail mcp serve`` starts and resumes runs: through the one run path.
+"""How ``planrail mcp serve`` starts and resumes runs: through the one run path
+(:func:`planrail.runs.prepare` / :func:`planrail.runs.resume`).
 
-Kept apart from the MCP wiring so the server's tools stay thin: :func:`start` gates a plan
-(the approver is an MCP elicitation when the client supports one; otherwise the run is stored
-``awaiting_approval`` for ``planrail approve``) and executes it; :func:`resume` continues a
-stored run with its stored approval.
+Kept apart from the MCP wiring so the server's tools stay thin. The approver of a served run
+is the answer of the MCP elicitation the client's user gave (asked before the run, see
+``server.py``): yes runs the plan, with an approval that pins its MCP tools' schemas; no
+refuses it; no answer (a client without elicitation, a dismissed question) stores the run
+``awaiting_approval`` for ``planrail approve``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from typing import Any
 
 from planrail.agent.approval import side_effecting_steps as needs_approval
 from planrail.clock import SYSTEM_CLOCK
-from planrail.engine.executor import Execution, new_run_id
+from planrail.engine.approval import approval_record, defer, refuse_all
 from planrail.integrations.mcp.tools import bind_approval
+from planrail.plan.effects import effects_of
 from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
-from planrail.store.base import RunRecord, Store
+from planrail.runs import prepare
+from planrail.runs import resume as resume_execution
+from planrail.store.base import Store
 
 __all__ = ["Ask", "Outcome", "needs_approval", "resume", "start", "summary"]
 
@@ -36,11 +41,12 @@ class Outcome:
 
 
 def summary(plan: Plan, registry: ToolRegistry, steps: list[str]) -> str:
+    """What the person approving ``plan`` reads: each step, its effect class, whether it asks."""
+    effects = effects_of(plan.steps, registry)
     lines = [f"planrail: approve this plan? Goal: {plan.goal or '(none)'}"]
     for step in plan.steps:
-        spec = registry.spec(step.tool or "")
-        effect = spec.side_effects if spec is not None else "none"
         mark = "changes the world" if step.id in steps else "read-only"
+        effect = effects[step.id].side_effects
         lines.append(f"- {step.id}: {step.tool or step.action} ({effect}; {mark})")
     return "\n".join(lines)
 
@@ -48,50 +54,38 @@ def summary(plan: Plan, registry: ToolRegistry, steps: list[str]) -> str:
 async def start(
     plan: Plan, registry: ToolRegistry, store: Store, run_id: str | None, ask: Ask | None
 ) -> Outcome:
-    run_id = run_id or new_run_id()
     pending = needs_approval(plan, registry)
-    now = SYSTEM_CLOCK.now()
-    by = "not required"
-    if pending:
-        answer = None if ask is None else await ask(summary(plan, registry, pending))
-        if answer is False:
-            return Outcome(run_id, "refused", "approval refused: nothing was run")
-        if answer is None:
-            store.create_run(
-                RunRecord(
-                    run_id=run_id,
-                    plan=plan.to_json_data(),
-                    plan_hash=plan.hash,
-                    status="awaiting_approval",
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            return Outcome(run_id, "awaiting_approval", "the plan waits for approval")
-        by = "mcp elicitation"
-    approval = bind_approval({"plan_hash": plan.hash, "at": now, "by": by}, plan, registry)
-    return await _execute(plan, registry, store, run_id, approval)
+    answer = None
+    if pending and ask is not None:
+        answer = await ask(summary(plan, registry, pending))
+    approval = None
+    if answer:
+        record = approval_record(plan.hash, "mcp elicitation", SYSTEM_CLOCK.now(), pending)
+        approval = bind_approval(record, plan, registry)
+    execution = prepare(
+        plan,
+        registry,
+        store=store,
+        run_id=run_id,
+        approval=approval,
+        approver=refuse_all if answer is False else defer,
+    )
+    return _outcome(await execution.run(), refused=answer is False)
 
 
 async def resume(run_id: str, registry: ToolRegistry, store: Store) -> Outcome:
     record = store.get_run(run_id)
     if record is None:
         return Outcome(run_id, "unknown", f"no run '{run_id}' in this store")
-    report = validate(record.plan, registry)
-    if report.plan is None:
+    checked = validate(record.plan, registry).plan
+    if checked is None:
         return Outcome(run_id, "invalid", "the stored plan is no longer valid with these tools")
-    if record.approval is None:
-        if needs_approval(report.plan, registry):
-            return Outcome(run_id, "awaiting_approval", "the plan waits for approval")
-        approval: dict[str, Any] = {"plan_hash": report.plan.hash, "at": SYSTEM_CLOCK.now()}
-    else:
-        approval = record.approval
-    approval = bind_approval(dict(approval), report.plan, registry)
-    return await _execute(report.plan, registry, store, run_id, approval)
+    if record.approval is not None:  # bind the MCP tools to the schemas it approved
+        bind_approval(dict(record.approval), checked, registry)
+    execution = resume_execution(run_id, registry, store=store, approver=defer)
+    return _outcome(await execution.run())
 
 
-async def _execute(
-    plan: Plan, registry: ToolRegistry, store: Store, run_id: str, approval: dict[str, Any]
-) -> Outcome:
-    result = await Execution(plan, registry, run_id=run_id, store=store, approval=approval).run()
-    return Outcome(result.run_id, result.status, result.error, result.output)
+def _outcome(result: Any, *, refused: bool = False) -> Outcome:
+    status = "refused" if refused and result.status == "awaiting_approval" else result.status
+    return Outcome(result.run_id, status, result.error, result.output)

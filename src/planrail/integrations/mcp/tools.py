@@ -31,6 +31,7 @@ from planrail.integrations.mcp.errors import (
 )
 from planrail.integrations.mcp.hub import Dropped, MCPHub, schema_hash
 from planrail.plan.catalog import parse_catalog
+from planrail.plan.effects import tool_effect
 from planrail.plan.model import Plan
 from planrail.plan.tools import StepContext, ToolRegistry, ToolSpec
 
@@ -112,7 +113,7 @@ class MCPTool:
                 self.server.name, self.remote_name, arguments, meta, self.pin
             )
         except Dropped as exc:
-            safe = self.spec.honours_idempotency_key
+            safe = tool_effect(self.spec).may_rerun
             then = (
                 "calling it again is safe (it honours idempotency keys)"
                 if safe
@@ -122,7 +123,7 @@ class MCPTool:
             raise OutcomeUnknownError(
                 f"the connection to MCP server {self.server.name!r} dropped during the call of"
                 f" '{self.name}' ({exc}); it may or may not have happened; {then}",
-                safe_to_retry=safe,
+                in_doubt=not safe,
             ) from exc
         except RuntimeError as exc:  # the SDK checked structured content against outputSchema
             raise OutputError(f"MCP tool '{self.name}': {exc}") from exc

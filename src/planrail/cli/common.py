@@ -1,0 +1,355 @@
+"""What every ``planrail`` command shares: the Typer app, options, exit codes, the terminal
+approver and the run driver. Command modules import this one (never each other), and
+``planrail.cli.app`` imports the command modules: no import cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.tree import Tree
+
+from planrail.cli.render import print_issues, print_plan, print_result
+from planrail.engine.approval import ApprovalRequest, Approver
+from planrail.engine.executor import Execution
+from planrail.engine.result import RunResult
+from planrail.errors import PlanrailError, ToolLoadError
+from planrail.plan.catalog import load_catalog, load_tools
+from planrail.plan.graph import topological_order
+from planrail.plan.model import Plan
+from planrail.plan.tools import ToolRegistry, ToolRunner
+from planrail.plan.validate import ValidationReport
+from planrail.policies.security import CallApprovalRequest, SecurityPolicy
+from planrail.store import Store, open_store
+
+__all__ = ["ExitCode", "app"]
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    RUN_FAILED = 1
+    USAGE = 2
+    INVALID_PLAN = 3
+    APPROVAL_REFUSED = 4
+    INTERRUPTED = 130
+
+
+app = typer.Typer(
+    name="planrail",
+    help="Plans as dependency graphs for multi-step LLM agents: validate, approve, execute.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        "-t",
+        help="Module path (pkg.module) or .py file with @planrail.tool functions; repeatable.",
+    ),
+]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--catalog", "-c", help="Tool catalog JSON (MCP or OpenAI function form); repeatable."
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="PLANRAIL_STORE",
+        show_envvar=True,
+        help="sqlite:///path.db, postgresql://… or memory:// "
+        "[default: sqlite:///.planrail/planrail.db]",
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+TraceOpt = Annotated[
+    Path | None, typer.Option("--trace", help="Append the run's events to this JSON Lines file.")
+]
+
+
+def out(json_mode: bool) -> Console:
+    """Human output goes to stdout, or to stderr when stdout carries JSON."""
+    return Console(stderr=json_mode, highlight=False)
+
+
+def fail(console: Console, message: str, code: ExitCode) -> typer.Exit:
+    console.print(f"[red]error:[/] {escape(message)}", highlight=False)
+    return typer.Exit(int(code))
+
+
+def registry_from(
+    tools: list[str] | None, catalogs: list[Path] | None, console: Console
+) -> ToolRegistry:
+    """Every tool named on the command line, or a usage error (exit 2) saying what failed."""
+    registry = ToolRegistry()
+    try:
+        for cat in catalogs or ():
+            for spec in load_catalog(cat):
+                registry.add(spec)
+        for target in tools or ():
+            for t in load_tools(target):
+                registry.add(t)
+    except ToolLoadError as exc:
+        raise fail(console, exc.message, ExitCode.USAGE) from None
+    return registry
+
+
+def check_plan_path(path: Path, console: Console) -> None:
+    if not path.exists():
+        raise fail(console, f"{path}: no such file", ExitCode.USAGE)
+    if path.is_dir():
+        raise fail(console, f"{path}: is a directory, not a plan file", ExitCode.USAGE)
+
+
+PolicyOpt = Annotated[
+    Path | None,
+    typer.Option("--policy", help="Security policy file (JSON/YAML); see docs/security.md."),
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Strict security: side-effecting tools need an allow rule, and their arguments"
+        " from tool or LLM output need approval at run time.",
+    ),
+]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve the plan without asking.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        envvar="PLANRAIL_MODEL",
+        help="provider:model for llm_call steps, e.g. openai:gpt-4.1-mini, ollama:llama3.1",
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--base-url", help="OpenAI-compatible server (vLLM, Ollama, llama.cpp, …)."),
+]
+
+
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--backend", help="Where tool calls run: local (this process) or ray (a Ray cluster)."
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="With --backend ray: auto (the cluster on this machine) or ray://HOST:PORT;"
+        " default: RAY_ADDRESS, else a local Ray started for the run.",
+    ),
+]
+
+
+def tool_runner_for(
+    backend: str, address: str | None, max_concurrency: int | None, console: Console
+) -> ToolRunner | None:
+    """The ``--backend`` runner (None: the execution's own local runner); exit 2 if unusable."""
+    if backend == "local":
+        if address is not None:
+            raise fail(console, "--ray-address needs --backend ray", ExitCode.USAGE)
+        return None
+    if backend != "ray":
+        raise fail(console, f"--backend must be local or ray, not {backend!r}", ExitCode.USAGE)
+    try:
+        from planrail.backends.ray import RayRunner
+    except ImportError:
+        raise fail(
+            console, "--backend ray needs Ray: pip install 'planrail[ray]'", ExitCode.USAGE
+        ) from None
+    return RayRunner(address, max_concurrency=max_concurrency or 64)
+
+
+def security_policy(path: Path | None, strict: bool, console: Console) -> SecurityPolicy | None:
+    """The ``--policy`` file (with ``--strict`` forcing strict mode), or None; exit 2 if bad."""
+    if path is None and not strict:
+        return None
+    try:
+        found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
+    except PlanrailError as exc:
+        raise fail(console, f"{path}: {exc.message}", ExitCode.USAGE) from None
+    return dataclasses.replace(found, strict=True) if strict else found
+
+
+def ask_call(console: Console) -> Any:
+    """Runtime approval of one tool call: asked on the terminal; refused without one (--yes
+    approves the plan, never a call the security policy holds back)."""
+
+    def ask(request: CallApprovalRequest) -> bool:
+        if not sys.stdin.isatty():
+            return False
+        console.print(
+            f"step [bold]{request.step_id}[/] calls [bold]{request.tool}[/]:"
+            f" {request.decision.reason}"
+        )
+        console.print_json(json.dumps(request.args, ensure_ascii=False, default=str))
+        return typer.confirm(
+            f"Allow this call ({request.args_hash[:19]}…)?", default=False, err=True
+        )
+
+    return ask
+
+
+def open_llm_or_exit(model: str | None, base_url: str | None, console: Console) -> Any:
+    """The LLM client for ``--model`` (None without one), or exit 2 saying why."""
+    if model is None:
+        return None
+    from planrail.llm import open_llm
+
+    try:
+        return open_llm(model, base_url=base_url)
+    except PlanrailError as exc:
+        raise fail(console, exc.message, ExitCode.USAGE) from None
+
+
+def open_store_or_exit(url: str | None, console: Console) -> Store:
+    """The store named by ``--store``/``PLANRAIL_STORE`` (default SQLite), or exit 2 saying why."""
+    try:
+        return open_store(url)
+    except PlanrailError as exc:
+        raise fail(console, exc.message, ExitCode.USAGE) from None
+
+
+def report_invalid(console: Console, report: ValidationReport, source: str, json_out: bool) -> None:
+    if json_out:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        print_issues(console, report, source)
+
+
+# ---------------------------------------------------------------- the approval screen
+
+
+def print_graph(console: Console, plan: Plan) -> None:
+    """The plan as a dependency tree: each step under the steps it waits for."""
+    order = topological_order({s.id: list(s.depends_on) for s in plan.steps})
+    tree = Tree("[bold]graph[/] (a step runs after the steps it is listed under)")
+    nodes: dict[str, Tree] = {}
+    for sid in order:
+        step = plan.step(sid)
+        label = f"{sid} [dim]({step.tool or step.action})[/]"
+        if step.depends_on:
+            parent = nodes.get(step.depends_on[0], tree)
+            others = list(step.depends_on[1:])
+            label += f" [dim]also after {', '.join(others)}[/]" if others else ""
+        else:
+            parent = tree
+        nodes[sid] = parent.add(label)
+    console.print(tree)
+
+
+def print_sources(console: Console, request: ApprovalRequest) -> None:
+    """For each step to approve: where each argument value comes from."""
+    for sid in request.steps:
+        console.print(f"[bold]{sid}[/] ({request.side_effects.get(sid, '?')}):")
+        for name, sources in request.sources(sid).items():
+            style = "green" if sources == ["user"] else "cyan"
+            shown = (
+                "from the user (written in the plan)" if sources == ["user"] else ", ".join(sources)
+            )
+            console.print(f"  {name}: [{style}]{shown}[/]")
+
+
+def terminal_approver(console: Console, *, yes: bool) -> Approver:
+    """The CLI's approver: ``--yes`` approves; otherwise the plan, its graph and where every
+    argument comes from are shown and a person is asked; without a terminal, no."""
+
+    async def approver(request: ApprovalRequest) -> bool:
+        if yes:
+            return True
+        print_plan(console, request.plan, request.side_effects)
+        print_graph(console, request.plan)
+        print_sources(console, request)
+        if request.reused:
+            console.print(f"reused (not run again): {', '.join(request.reused)}")
+        console.print(
+            f"{len(request.steps)} step(s) change the world: {', '.join(request.steps)}"
+            f" [dim](plan {request.plan_hash[:19]}…)[/]"
+        )
+        if not sys.stdin.isatty():
+            console.print("[red]approval needed[/]: no terminal to ask on; pass --yes to approve")
+            return False
+        return await asyncio.to_thread(typer.confirm, "Run this plan?", default=False, err=True)
+
+    approver.label = "--yes" if yes else "operator (terminal)"  # type: ignore[attr-defined]
+    return approver
+
+
+# ---------------------------------------------------------------- running
+
+
+def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult:
+    """Run with live progress; Ctrl-C cancels the run cleanly and exits 130. A tool runner the
+    command made for the run (``--backend``) is closed after it (an execution closes only its
+    own)."""
+    from planrail.cli.progress import make_progress
+
+    async def run_then_close() -> RunResult:
+        try:
+            return await execution.run()
+        finally:
+            if not execution.owns_runner:
+                await execution.tool_runner.aclose()
+
+    progress = make_progress(console, [s.id for s in execution.plan.steps], quiet=quiet)
+    execution.observers.append(progress)
+    with progress:
+        try:
+            return asyncio.run(run_then_close())
+        except KeyboardInterrupt:
+            pass
+        except PlanrailError as exc:  # the run could not start: busy, another plan, a policy
+            raise fail(console, exc.message, ExitCode.USAGE) from None
+    result = execution.result()
+    console.print("[magenta]interrupted[/]: running steps were cancelled; the run is cancelled")
+    return result
+
+
+def emit_result(result: RunResult, console: Console, *, json_out: bool) -> None:
+    if json_out:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+    else:
+        print_result(console, result)
+        if result.output is not None:
+            console.print_json(json.dumps(result.output, ensure_ascii=False, default=str))
+
+
+def exit_code(result: RunResult) -> ExitCode:
+    if result.status == "succeeded":
+        return ExitCode.OK
+    if result.status == "cancelled":
+        return ExitCode.INTERRUPTED
+    if result.status == "awaiting_approval":
+        return ExitCode.APPROVAL_REFUSED
+    return ExitCode.RUN_FAILED
+
+
+def operator_name() -> str:
+    """Who an operator action from this terminal is recorded as: ``user@host (cli)``."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()} (cli)"

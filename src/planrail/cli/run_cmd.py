@@ -1,0 +1,177 @@
+"""``planrail validate``, ``planrail run`` and ``planrail demo``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from planrail.cli.common import (
+    BackendOpt,
+    BaseUrlOpt,
+    CatalogOpt,
+    ExitCode,
+    JsonOpt,
+    ModelOpt,
+    PolicyOpt,
+    QuietOpt,
+    RayAddressOpt,
+    StoreOpt,
+    StrictOpt,
+    ToolsOpt,
+    TraceOpt,
+    YesOpt,
+    app,
+    ask_call,
+    check_plan_path,
+    emit_result,
+    execute,
+    exit_code,
+    fail,
+    open_llm_or_exit,
+    open_store_or_exit,
+    out,
+    registry_from,
+    report_invalid,
+    security_policy,
+    tool_runner_for,
+)
+from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
+from planrail.cli.render import print_issues
+from planrail.errors import PlanrailError
+from planrail.plan.validate import validate
+from planrail.runs import prepare
+
+__all__: list[str] = []
+
+
+@app.command("validate")
+def validate_cmd(
+    plan: Annotated[Path, typer.Argument(help="Plan file (JSON or YAML).")],
+    tools: ToolsOpt = None,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
+) -> None:
+    """Check a plan statically: every problem at once, nothing executed (exit 3 if invalid)."""
+    console = out(json_out)
+    check_plan_path(plan, console)
+    registry = registry_from(tools, catalog, console)
+    hub = add_mcp_tools(registry, mcp, mcp_config, console)
+    has_tools = bool(tools or catalog) or hub is not None
+    report = validate(plan, registry if has_tools else None)
+    if json_out:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        print_issues(console, report, str(plan))
+        if not has_tools and report.valid:
+            console.print("[dim]tools were not checked: pass --tools or --catalog[/]")
+    raise typer.Exit(ExitCode.OK if report.valid else ExitCode.INVALID_PLAN)
+
+
+@app.command("run")
+def run_cmd(
+    plan: Annotated[Path, typer.Argument(help="Plan file (JSON or YAML).")],
+    tools: ToolsOpt = None,
+    catalog: CatalogOpt = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Id for this run.")] = None,
+    max_concurrency: Annotated[
+        int | None, typer.Option("--max-concurrency", min=1, help="Most steps running at once.")
+    ] = None,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="Cancel everything in flight on the first failure.")
+    ] = False,
+    store: StoreOpt = None,
+    yes: YesOpt = False,
+    quiet: QuietOpt = False,
+    trace: TraceOpt = None,
+    policy: PolicyOpt = None,
+    strict: StrictOpt = False,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    backend: BackendOpt = "local",
+    ray_address: RayAddressOpt = None,
+    json_out: JsonOpt = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
+) -> None:
+    """Validate, approve and execute a plan by dependency (exit 1 if a step failed).
+
+    A --run-id that already exists with the same plan resumes that run instead. --model lets
+    the plan's llm_call steps ask that model.
+    """
+    console = out(json_out)
+    check_plan_path(plan, console)
+    registry = registry_from(tools, catalog, console)
+    if add_mcp_tools(registry, mcp, mcp_config, console) is None and not tools:
+        raise fail(
+            console, "run needs --tools or --mcp: the code of the plan's tools", ExitCode.USAGE
+        )
+    report = validate(plan, registry)
+    if not report.valid:
+        report_invalid(console, report, str(plan), json_out)
+        raise typer.Exit(ExitCode.INVALID_PLAN)
+    assert report.plan is not None
+    run(
+        console,
+        report.plan,
+        registry,
+        store=open_store_or_exit(store, console),
+        security=security_policy(policy, strict, console),
+        llm=open_llm_or_exit(model, base_url, console),
+        tool_runner=tool_runner_for(backend, ray_address, max_concurrency, console),
+        run_id=run_id,
+        max_concurrency=max_concurrency,
+        failure_mode="fail_fast" if fail_fast else "continue",
+        yes=yes,
+        quiet=quiet,
+        trace=trace,
+        json_out=json_out,
+    )
+
+
+def run(
+    console: Console,
+    plan: object,
+    registry: object,
+    *,
+    yes: bool,
+    quiet: bool,
+    trace: Path | None,
+    json_out: bool,
+    **options: object,
+) -> None:
+    """Build the run through the one run path, drive it on the terminal, print, exit."""
+    from planrail.cli.common import terminal_approver
+    from planrail.cli.progress import attach_observers
+
+    try:
+        execution = prepare(
+            plan,  # type: ignore[arg-type]
+            registry,  # type: ignore[arg-type]
+            approver=terminal_approver(console, yes=yes),
+            approve_call=ask_call(console) if options.get("security") is not None else None,
+            **options,  # type: ignore[arg-type]
+        )
+    except PlanrailError as exc:
+        raise fail(console, exc.message, ExitCode.USAGE) from None
+    attach_observers(execution, trace, console)
+    result = execute(execution, console, quiet=quiet or json_out)
+    if result.status == "awaiting_approval":
+        console.print(f"[red]approval refused[/]: nothing was executed ({result.error})")
+    emit_result(result, console, json_out=json_out)
+    raise typer.Exit(exit_code(result))
+
+
+@app.command("demo")
+def demo_cmd(
+    fast: Annotated[bool, typer.Option("--fast", help="No simulated latency.")] = False,
+) -> None:
+    """The built-in end-to-end demonstration: onboarding on a local SQLite CRM (no network)."""
+    from planrail.cli.demo import run_demo
+
+    raise typer.Exit(run_demo(Console(highlight=False), fast=fast))

@@ -1,0 +1,228 @@
+"""Operator actions: what a person (or a tool acting for one) may do to a stored run.
+
+The CLI (``planrail approve/refuse/cancel/resolve``), the dashboard and the MCP server all call
+these functions; none of them writes the store itself. Each action
+
+- refuses to touch a run another runner is driving (a live lease), except :func:`cancel`, which
+  asks that runner to stop and lets it record the cancellation itself;
+- appends an ``operator_action`` event (``action``, ``by``, details) in the same transaction as
+  its change;
+- keeps secrets out of what it writes (outputs given to :func:`resolve` are redacted like the
+  run's own records).
+
+Resuming is not here: :func:`planrail.runs.resume` builds the run through the one run path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from planrail.clock import SYSTEM_CLOCK
+from planrail.engine.approval import approval_record
+from planrail.engine.checkpoint import RunBusyError
+from planrail.errors import ExecutionError, error_dict
+from planrail.plan.model import Plan
+from planrail.plan.secrets import Redactor
+from planrail.plan.tools import ToolRegistry
+from planrail.store.base import Event, RunNotFoundError, RunRecord, Store
+from planrail.types import Clock, StepStatus
+
+__all__ = [
+    "OperationError",
+    "approve",
+    "cancel",
+    "refuse",
+    "resolve",
+    "retry_step",
+]
+
+S = StepStatus
+Decision = Literal["succeeded", "failed", "retry"]
+
+
+class OperationError(ExecutionError):
+    """The action does not apply to the run as it is (wrong status, unknown step, ...)."""
+
+    code = "invalid_operation"
+
+
+def approve(
+    store: Store, run_id: str, *, by: str = "operator", clock: Clock = SYSTEM_CLOCK
+) -> RunRecord:
+    """Approve a run stored ``awaiting_approval``: its approval is bound to the stored plan's
+    hash, and ``planrail resume`` (or :func:`planrail.runs.resume`) runs it."""
+    run = _idle_run(store, run_id, clock)
+    _expect(run, {"awaiting_approval"}, "approve")
+    now = clock.now()
+    record = approval_record(run.plan_hash, by, now, via="operator action")
+    updated = dataclasses.replace(
+        run, approval=record, status="pending", error=None, updated_at=now
+    )
+    store.commit(run=updated, events=[_event(run_id, now, "approve", by, plan_hash=run.plan_hash)])
+    return updated
+
+
+def refuse(
+    store: Store,
+    run_id: str,
+    *,
+    by: str = "operator",
+    reason: str = "refused by an operator",
+    clock: Clock = SYSTEM_CLOCK,
+) -> RunRecord:
+    """Refuse a run waiting for approval: it ends ``cancelled``; nothing of it ever runs."""
+    run = _idle_run(store, run_id, clock)
+    _expect(run, {"awaiting_approval"}, "refuse")
+    now = clock.now()
+    error = error_dict("ApprovalRefused", f"approval refused by {by}: {reason}")
+    updated = dataclasses.replace(run, status="cancelled", error=error, updated_at=now)
+    store.commit(run=updated, events=[_event(run_id, now, "refuse", by, reason=reason)])
+    return updated
+
+
+def cancel(
+    store: Store,
+    run_id: str,
+    *,
+    by: str = "operator",
+    reason: str = "cancelled by an operator",
+    clock: Clock = SYSTEM_CLOCK,
+) -> Literal["requested", "cancelled"]:
+    """Cancel a run, from any process.
+
+    A run being driven (its lease is live) is asked to stop: ``requested``; its runner cancels
+    what is in flight within a second — steps whose call was under way and whose tool does not
+    honour idempotency keys become ``in_doubt``, the others are run again with the same key on
+    resume. A run nobody drives is marked ``cancelled`` at once.
+    """
+    run = _run(store, run_id)
+    _expect(run, {"pending", "running", "awaiting_approval"}, "cancel")
+    now = clock.now()
+    request = Event(
+        run_id=run_id, type="cancel_requested", at=now, data={"by": by, "reason": reason}
+    )
+    lease = store.get_lease(run_id)
+    if lease is not None and lease.expires_at > now:
+        store.commit(events=[request, _event(run_id, now, "cancel", by, reason=reason)])
+        return "requested"
+    error = error_dict("RunCancelled", f"cancelled by {by}: {reason}")
+    updated = dataclasses.replace(run, status="cancelled", error=error, updated_at=now)
+    store.commit(run=updated, events=[request, _event(run_id, now, "cancel", by, reason=reason)])
+    return "cancelled"
+
+
+def resolve(
+    store: Store,
+    run_id: str,
+    step_id: str,
+    decision: Decision,
+    *,
+    output: Any = None,
+    by: str = "operator",
+    registry: ToolRegistry | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> None:
+    """Decide an ``in_doubt`` step: its call did happen (``succeeded``, with ``output``), it
+    failed for good (``failed``), or it did not happen and may run again (``retry``)."""
+    if decision not in ("succeeded", "failed", "retry"):
+        raise OperationError(f"decision must be succeeded, failed or retry, not {decision!r}")
+    if output is not None and decision != "succeeded":
+        raise OperationError("an output goes with the decision 'succeeded' only")
+    run = _idle_run(store, run_id, clock)
+    record = store.get_steps(run_id).get(step_id)
+    if record is None or record.status not in (S.IN_DOUBT, S.RUNNING):
+        state = record.status if record is not None else "not started"
+        raise OperationError(f"step '{step_id}' is {state}, not in doubt", run_id=run_id)
+    now = clock.now()
+    redactor = _redactor(run, registry)
+    status = {"succeeded": S.SUCCEEDED, "failed": S.FAILED, "retry": S.PENDING}[decision]
+    kept = output if redactor is None else redactor.output(step_id, output)
+    decided = dataclasses.replace(
+        record,
+        status=status,
+        output=kept if decision == "succeeded" else None,
+        finished_at=now if decision != "retry" else None,
+        error=error_dict("ResolvedFailed", f"resolved by {by}: failed")
+        if decision == "failed"
+        else None,
+        reason=f"resolved by {by}: {decision}",
+        metadata={**record.metadata, "resolved": {"at": now, "decision": decision, "by": by}},
+    )
+    store.commit(
+        steps=[decided],
+        events=[_event(run_id, now, "resolve", by, step=step_id, decision=decision)],
+    )
+
+
+def retry_step(
+    store: Store, run_id: str, step_id: str, *, by: str = "operator", clock: Clock = SYSTEM_CLOCK
+) -> None:
+    """Make a failed step run again on the next resume (with its same idempotency key); the
+    steps skipped because of it run again too."""
+    run = _idle_run(store, run_id, clock)
+    record = store.get_steps(run_id).get(step_id)
+    if record is None or record.status != S.FAILED:
+        state = record.status if record is not None else "not started"
+        raise OperationError(f"step '{step_id}' is {state}, not failed", run_id=run_id)
+    now = clock.now()
+    again = dataclasses.replace(
+        record,
+        status=S.PENDING,
+        finished_at=None,
+        reason=f"retry asked by {by}",
+        metadata={**record.metadata, "retried": {"at": now, "by": by}},
+    )
+    reopened = dataclasses.replace(run, status="failed", updated_at=now)
+    store.commit(
+        run=reopened, steps=[again], events=[_event(run_id, now, "retry", by, step=step_id)]
+    )
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _run(store: Store, run_id: str) -> RunRecord:
+    run = store.get_run(run_id)
+    if run is None:
+        raise RunNotFoundError(f"no run '{run_id}' in this store", run_id=run_id)
+    return run
+
+
+def _idle_run(store: Store, run_id: str, clock: Clock) -> RunRecord:
+    """The run, if no live runner holds it (an action must not race the runner)."""
+    run = _run(store, run_id)
+    lease = store.get_lease(run_id)
+    now = clock.now()
+    if lease is not None and lease.expires_at > now:
+        raise RunBusyError(
+            f"run '{run_id}' is being run by {lease.owner} (lease for another"
+            f" {lease.expires_at - now:.0f}s): cancel it first, or wait for it to stop",
+            run_id=run_id,
+        )
+    return run
+
+
+def _expect(run: RunRecord, statuses: set[str], action: str) -> None:
+    if run.status not in statuses:
+        raise OperationError(
+            f"cannot {action} run '{run.run_id}': it is {run.status}", run_id=run.run_id
+        )
+
+
+def _event(run_id: str, at: float, action: str, by: str, **details: Any) -> Event:
+    return Event(
+        run_id=run_id,
+        type="operator_action",
+        at=at,
+        step_id=details.get("step"),
+        data={"action": action, "by": by, **details},
+    )
+
+
+def _redactor(run: RunRecord, registry: ToolRegistry | None) -> Redactor | None:
+    try:
+        plan = Plan.model_validate(run.plan)
+    except ValueError:
+        return None
+    return Redactor.for_plan(plan, registry or ToolRegistry())

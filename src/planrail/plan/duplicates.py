@@ -1,0 +1,41 @@
+"""The ``duplicate_call`` warning: two steps that would make exactly the same tool call.
+
+Two ``tool_call`` steps with the same tool and the same ``args`` (compared as canonical JSON)
+call the tool twice with the same resolved arguments: references in them point at the same
+outputs, which never change once produced. That is almost always a planning slip (the second
+step should reference the first one's output); the run-time guard
+(``RunPolicy.max_identical_calls``) stops the pattern when it repeats. Steps with ``for_each``
+are not compared: ``${item}`` differs per item. It is a warning, not an error: a tool read
+twice on purpose (a clock, a queue) is legitimate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from planrail.plan.validate import _Ctx
+
+__all__ = ["duplicate_calls_pass"]
+
+
+def duplicate_calls_pass(ctx: _Ctx) -> None:
+    """Warning ``duplicate_call``: a step repeats an earlier step's tool and arguments."""
+    first: dict[tuple[str, str], str] = {}
+    for step in ctx.steps:
+        if step.action != "tool_call" or not step.tool or step.for_each is not None:
+            continue
+        try:
+            key = (step.tool, json.dumps(step.args, sort_keys=True, separators=(",", ":")))
+        except (TypeError, ValueError):  # not JSON: reported by the shape pass
+            continue
+        earlier = first.setdefault(key, step.id)
+        if earlier != step.id:
+            ctx.warn(
+                "duplicate_call",
+                step.id,
+                f"$.steps[{ctx.known[step.id]}].args",
+                f"step '{step.id}' calls '{step.tool}' with the same arguments as step"
+                f" '{earlier}'; reference ${{{earlier}}} instead of calling it again",
+            )

@@ -1,0 +1,112 @@
+"""The one answer to "does this step change the world?" and "may it run now?".
+
+Every module that needs to know whether a step has side effects, whether its call may be made
+again after a crash, whether it needs a person's approval, or whether it may start before its
+plan is sealed and approved asks :func:`step_effect` (or :func:`tool_effect` for one tool).
+A test keeps it the only place that reads ``side_effects`` / ``requires_approval`` to decide.
+
+The rules, for a step:
+
+- the tools it may call are its own (``tool_call``) and its fallback's; a tool no registry
+  knows is taken as ``unsafe`` (the conservative default);
+- its side-effect class is the worst of those tools' (``none`` < ``idempotent`` < ``keyed`` <
+  ``unsafe``); a step that calls no tool (``llm_call``, ``condition_check``) has ``none``;
+- it needs approval if the step says so (``requires_approval``), else if any of its tools says
+  so, else if every tool waives it (``requires_approval: false``) it does not, else exactly when
+  it changes the world;
+- it may start before its plan is sealed and approved only if it neither changes the world nor
+  needs approval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from planrail.plan.model import Step
+from planrail.plan.tools import SideEffects, ToolRegistry, ToolSpec
+
+__all__ = ["Effect", "effects_of", "needing_approval", "step_effect", "tool_effect"]
+
+_ORDER: dict[str, int] = {"none": 0, "idempotent": 1, "keyed": 2, "unsafe": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """What running a step does to the world, and what follows from it."""
+
+    side_effects: SideEffects
+    """The worst side-effect class of the tools the step may call (``none`` if it calls none)."""
+    needs_approval: bool
+    """A person (or an approver) must approve the plan before this step runs."""
+
+    @property
+    def changes_world(self) -> bool:
+        """Whether a call of this step changes something outside planrail."""
+        return self.side_effects != "none"
+
+    @property
+    def may_rerun(self) -> bool:
+        """Whether a call whose outcome was not recorded may be made again with the same
+        idempotency key (read-only, idempotent and keyed tools); otherwise it is in doubt."""
+        return self.side_effects != "unsafe"
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the security policy vets its calls as side-effecting ones."""
+        return self.changes_world or self.needs_approval
+
+    @property
+    def may_start_early(self) -> bool:
+        """Whether it may start before its plan is complete, validated and approved."""
+        return not self.guarded
+
+
+def tool_effect(spec: ToolSpec | None) -> Effect:
+    """The effect of one call of a tool (``None``: a tool nobody knows, taken as unsafe)."""
+    if spec is None:
+        return Effect("unsafe", True)
+    wanted = spec.requires_approval
+    return Effect(spec.side_effects, spec.side_effects != "none" if wanted is None else wanted)
+
+
+def step_effect(step: Step, registry: ToolRegistry) -> Effect:
+    """The effect of running ``step`` (see the module docstring for the rules)."""
+    tools = _tools_of(step)
+    worst: SideEffects = "none"
+    votes: list[bool | None] = []
+    for name in tools:
+        spec = registry.spec(name)
+        side: SideEffects = spec.side_effects if spec is not None else "unsafe"
+        if _ORDER[side] > _ORDER[worst]:
+            worst = side
+        votes.append(spec.requires_approval if spec is not None else None)
+    if step.requires_approval is not None:
+        needs = step.requires_approval
+    elif any(v is True for v in votes):
+        needs = True
+    elif votes and all(v is False for v in votes):
+        needs = False
+    else:
+        needs = worst != "none"
+    return Effect(worst, needs)
+
+
+def effects_of(steps: Iterable[Step], registry: ToolRegistry) -> dict[str, Effect]:
+    """Each step's :class:`Effect`, by step id."""
+    return {s.id: step_effect(s, registry) for s in steps}
+
+
+def needing_approval(effects: Mapping[str, Effect], done: Iterable[str] = ()) -> list[str]:
+    """The steps (in ``effects``' order) that need approval, leaving out those in ``done``."""
+    skip = set(done)
+    return [sid for sid, e in effects.items() if e.needs_approval and sid not in skip]
+
+
+def _tools_of(step: Step) -> list[str]:
+    names = []
+    if step.action == "tool_call":
+        names.append(step.tool or "")
+    if step.fallback is not None and step.fallback.tool is not None:
+        names.append(step.fallback.tool)
+    return names

@@ -1,0 +1,152 @@
+"""Build a run: compile → gate → execute → record, the same for every way in."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from planrail._memory import collector_paused
+from planrail.clock import SYSTEM_CLOCK
+from planrail.engine.actions import ActionHandler
+from planrail.engine.approval import Approver
+from planrail.engine.call_guard import CallGuard
+from planrail.engine.executor import Execution, FailureMode
+from planrail.engine.result import RunResult, StepResult
+from planrail.errors import PlanValidationError, StoreError
+from planrail.llm.base import LLM
+from planrail.plan.loader import PlanLimits
+from planrail.plan.model import Plan
+from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
+from planrail.plan.validate import validate
+from planrail.policies.limits import RunPolicy
+from planrail.policies.security import ApproveCall, SecurityPolicy
+from planrail.runs.llm_step import LLMStepHandler
+from planrail.store.base import Store
+from planrail.types import Clock, Observer
+
+__all__ = ["PlanInput", "ToolsInput", "arun", "prepare", "resume", "run"]
+
+PlanInput = Plan | Mapping[str, Any] | str | Path
+ToolsInput = ToolRegistry | Iterable[AnyTool] | None
+
+
+def prepare(
+    plan: PlanInput,
+    tools: ToolsInput = None,
+    *,
+    run_id: str | None = None,
+    store: Store | None = None,
+    security: SecurityPolicy | None = None,
+    policy: RunPolicy | None = None,
+    approver: Approver | None = None,
+    approve: bool = False,
+    llm: LLM | None = None,
+    models: Callable[[str], LLM] | None = None,
+    observers: Iterable[Observer] = (),
+    tool_runner: ToolRunner | None = None,
+    max_concurrency: int | None = None,
+    failure_mode: FailureMode = "continue",
+    clock: Clock = SYSTEM_CLOCK,
+    limits: PlanLimits | None = None,
+    lease_wait: float = 0.0,
+    policy_override: bool = False,
+    approve_call: ApproveCall | None = None,
+    approval: dict[str, Any] | None = None,
+    handlers: Mapping[str, ActionHandler] | None = None,
+    restored: Mapping[str, StepResult] | None = None,
+    reason: str = "plan",
+    approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
+    call_guard: CallGuard | None = None,
+) -> Execution:
+    """Validate ``plan`` against ``tools`` and return the :class:`~planrail.Execution` of one run.
+
+    - ``store``: where the run is checkpointed (resumable, visible to ``planrail runs``); the
+      run's policies and approval are stored with it.
+    - ``security``: the :class:`~planrail.SecurityPolicy` every tool call is vetted by;
+      ``policy``: the :class:`~planrail.RunPolicy` (limits, deadline, default retry).
+    - ``approver`` / ``approve``: a plan with steps that change the world (or ask for approval)
+      runs only once approved — by ``approver`` (see :mod:`planrail.engine.approval`) or by the
+      caller itself with ``approve=True``. Without either such a plan does not start
+      (:class:`~planrail.engine.approval.ApprovalRequiredError`).
+    - ``llm``: the client ``llm_call`` steps ask (``models`` maps a step's own model name).
+    - ``observers``: progress displays, traces, OpenTelemetry; ``tool_runner``: where Python
+      tools run (default: the event loop and a thread pool).
+
+    Raises :class:`~planrail.PlanValidationError` (with every issue) if the plan is invalid.
+    """
+    registry = ToolRegistry.of(tools)
+    source = Path(plan) if isinstance(plan, str) and _looks_like_path(plan) else plan
+    actions: dict[str, ActionHandler] = {}
+    if llm is not None:
+        actions["llm_call"] = LLMStepHandler(llm, models=models)
+    actions.update(handlers or {})
+    # Everything built here lives as long as the run, which keeps it out of full collections
+    # (planrail._memory.long_lived): collecting in between would only scan it once for nothing.
+    with collector_paused():
+        checked = validate(source, registry, limits=limits).raise_for_errors()
+        return Execution(
+            checked,
+            registry,
+            run_id=run_id,
+            store=store,
+            security=security,
+            policy=policy,
+            approver=approver,
+            approve=approve,
+            approval=approval,
+            approve_call=approve_call,
+            observers=observers,
+            handlers=actions,
+            tool_runner=tool_runner,
+            max_concurrency=max_concurrency,
+            failure_mode=failure_mode,
+            clock=clock,
+            lease_wait=lease_wait,
+            policy_override=policy_override,
+            restored=restored,
+            reason=reason,
+            approval_policy=approval_policy,
+            call_guard=call_guard,
+        )
+
+
+def resume(run_id: str, tools: ToolsInput, *, store: Store, **options: Any) -> Execution:
+    """The execution that continues run ``run_id`` from its checkpoint in ``store``.
+
+    The run's stored plan is validated again; its stored approval must be for that plan's hash,
+    and its stored policies apply unless others are given with ``policy_override=True``.
+    Options are :func:`prepare`'s.
+    """
+    record = store.get_run(run_id)
+    if record is None:
+        raise StoreError(f"no run '{run_id}' in this store", run_id=run_id)
+    report = validate(record.plan, ToolRegistry.of(tools))
+    if report.plan is None:
+        raise PlanValidationError(
+            report.errors, f"the stored plan of run '{run_id}' is no longer valid"
+        )
+    options.setdefault("reason", "resume")
+    return prepare(report.plan, tools, run_id=run_id, store=store, **options)
+
+
+async def arun(plan: PlanInput, tools: ToolsInput = None, **options: Any) -> RunResult:
+    """Validate and execute ``plan``; returns the :class:`RunResult` (status, steps, output).
+
+    Options are those of :func:`prepare`. A failed step does not raise: look at ``status``.
+    """
+    return await prepare(plan, tools, **options).run()
+
+
+def run(plan: PlanInput, tools: ToolsInput = None, **options: Any) -> RunResult:
+    """The synchronous form of :func:`arun` (runs its own event loop)."""
+    return asyncio.run(arun(plan, tools, **options))
+
+
+def _looks_like_path(s: str) -> bool:
+    return (
+        "\n" not in s
+        and not s.lstrip().startswith(("{", "["))
+        and Path(s).suffix in (".json", ".yaml", ".yml")
+    )

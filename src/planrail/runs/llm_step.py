@@ -1,0 +1,106 @@
+"""``llm_call`` steps: the executor's action handler that asks a model.
+
+It lives in ``runs/`` (above ``engine/`` and ``llm/``) because it implements the engine's
+:class:`~planrail.engine.step_runner.ActionHandler` (``llm/`` sits beside ``engine/`` and may
+not import it). What the model sees is deliberately small: the goal anchor first, then the
+step's prompt with its references filled, then the step's own arguments — only the inputs the
+step references, never the run's history or other steps' outputs. A step in a stage also sees
+its stage's sub-goal under the goal anchor (and nothing of the other stages).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from planrail.engine.step_runner import Call
+from planrail.llm.base import LLM, Message
+from planrail.llm.errors import LLMAnswerError
+from planrail.llm.jsontext import extract_json
+from planrail.llm.models import split_model_name
+from planrail.plan import schema as js
+
+__all__ = ["LLMStepHandler", "step_messages"]
+
+STEP_INSTRUCTIONS = (
+    "You carry out one step of a plan made to reach the goal above. Do exactly the task"
+    " below, using only the inputs given with it, and answer with the result itself."
+)
+
+
+def step_messages(
+    goal: str,
+    prompt: str,
+    inputs: Any = None,
+    output_schema: dict[str, Any] | None = None,
+    *,
+    stage_goal: str | None = None,
+) -> list[Message]:
+    """The messages of one ``llm_call``: the goal anchor always comes first, then the sub-goal
+    of the step's own stage (if it is in one) — nothing of any other stage."""
+    anchor = f"Goal: {goal}\n" if goal else ""
+    if stage_goal:
+        anchor += f"Stage goal: {stage_goal}\n"
+    system = f"{anchor}\n{STEP_INSTRUCTIONS}" if anchor else STEP_INSTRUCTIONS
+    user = prompt
+    if inputs:
+        user += "\n\nInputs:\n" + json.dumps(inputs, ensure_ascii=False, indent=1)
+    if output_schema is not None:
+        user += "\n\nAnswer with JSON that follows the given schema, and nothing else."
+    return [Message("system", system), Message("user", user)]
+
+
+class LLMStepHandler:
+    """Performs ``llm_call`` steps with ``llm``.
+
+    A step naming its own ``model`` is sent to ``models(name)`` when a factory is given, else
+    to ``llm`` with that model name. With an ``output_schema`` the answer must be JSON that
+    fits it (checked like a tool's output); otherwise the output is the answer's text. Token
+    usage is added to the step's record.
+    """
+
+    def __init__(self, llm: LLM, *, models: Callable[[str], LLM] | None = None) -> None:
+        self.llm = llm
+        self.models = models
+        self._clients: dict[str, LLM] = {}
+
+    def _client(self, name: str | None) -> tuple[LLM, str | None]:
+        if name is None:
+            return self.llm, None
+        if self.models is not None:
+            if name not in self._clients:
+                self._clients[name] = self.models(name)
+            return self._clients[name], None
+        return self.llm, split_model_name(name)[1]
+
+    async def __call__(self, call: Call) -> Any:
+        step = call.step
+        prompt = call.resolve(step.prompt or "")
+        if not isinstance(prompt, str):  # the prompt was exactly one reference
+            prompt = json.dumps(prompt, ensure_ascii=False)
+        schema = step.output_schema
+        messages = step_messages(
+            call.goal, prompt, call.args or None, schema, stage_goal=call.stage_goal
+        )
+        llm, model = self._client(step.model)
+        response = await llm.complete(messages, schema=schema, schema_name=step.id, model=model)
+        for key, value in response.usage.to_dict().items():
+            call.usage[key] = call.usage.get(key, 0) + value
+        if schema is None:
+            return response.text
+        data = response.data if response.data is not None else extract_json(response.text)
+        problems = list(js.check_literal(data, schema, schema, _literal))
+        if problems:
+            shown = "; ".join(
+                f"{'.'.join(map(str, path)) or '(answer)'}: {why}" for path, why in problems[:5]
+            )
+            raise LLMAnswerError(
+                f"the answer does not follow the step's output_schema: {shown}",
+                text=response.text,
+            )
+        return data
+
+
+def _literal(_s: str) -> bool:
+    return True  # strings in a model's answer are values, never references

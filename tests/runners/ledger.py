@@ -1,0 +1,69 @@
+"""A receiver-side ledger: what tools did, written by whichever process ran them.
+
+Tools running on Ray workers cannot append to a test's lists, so they append JSON lines to a
+file the test names (``O_APPEND`` writes of one short line do not interleave). The ledger is
+also the *receiver* of side effects: :func:`apply_effect` is what a payment API or a mailer
+would do with an idempotency key — apply it once, ignore a repeat.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Ledger", "apply_effect", "record"]
+
+
+def record(path: str, **entry: Any) -> None:
+    """Append one entry (with the writing process's pid)."""
+    line = json.dumps({**entry, "pid": os.getpid()}, sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def apply_effect(path: str, effect: str, key: str | None) -> bool:
+    """The receiver applies ``effect``; with a ``key`` it applies each key once (a repeat is
+    acknowledged and ignored). Returns whether it was applied now."""
+    with open(path, "a+", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        if key is not None:
+            for line in f:
+                seen = json.loads(line)
+                if seen.get("ev") == "effect" and seen.get("key") == key:
+                    return False
+        f.write(json.dumps({"ev": "effect", "effect": effect, "key": key, "pid": os.getpid()}))
+        f.write("\n")
+        return True
+
+
+class Ledger:
+    """The test's view of a ledger file."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "ledger.jsonl"
+        self.path.touch()
+        self.release = directory / "release"
+        """Blocking tools return once this file exists (so no thread outlives the tests)."""
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def entries(self, ev: str | None = None) -> list[dict[str, Any]]:
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        found = [json.loads(line) for line in lines if line]
+        return [e for e in found if ev is None or e["ev"] == ev]
+
+    def calls(self, step: str) -> list[dict[str, Any]]:
+        """The ``start`` entries of ``step``, one per call."""
+        return [e for e in self.entries("start") if e["step"] == step]
+
+    def order(self) -> list[tuple[str, str]]:
+        """``(ev, step)`` of every start and end, in the order they happened."""
+        return [(e["ev"], e["step"]) for e in self.entries() if e["ev"] in ("start", "end")]

@@ -1,0 +1,236 @@
+"""Tools for the runner contract suite: module-level, so Ray workers import them by path.
+
+Every tool writes what it saw to the ledger it is given (``ledger``: a file path) — the start
+of each call with its idempotency key and attempt, its end — so a test can check ordering,
+data flow and the absence of duplicate effects whichever process ran the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+import planrail
+from planrail import StepContext
+
+from .ledger import apply_effect, record
+
+
+class Out(pydantic.BaseModel):
+    step: str
+    token: str
+    payload: dict[str, Any]
+
+
+def _start(ledger: str, step: str, ctx: StepContext, **seen: Any) -> None:
+    record(ledger, ev="start", step=step, key=ctx.idempotency_key, attempt=ctx.attempt, **seen)
+
+
+def _finish(
+    ledger: str, step: str, ctx: StepContext, inputs: dict[str, Any] | None, fail: bool
+) -> Out:
+    if fail:
+        record(ledger, ev="end", step=step)
+        raise ValueError(f"{step} failed on purpose")
+    out = Out(
+        step=step,
+        token=f"{step}@{ctx.run_id}",
+        payload={"items": [step, len(inputs or {})], "by": step},
+    )
+    record(ledger, ev="end", step=step, returned=out.model_dump())
+    return out
+
+
+@planrail.tool(side_effects="none")
+def work(
+    ctx: StepContext,
+    ledger: str,
+    step: str,
+    inputs: dict[str, Any] | None = None,
+    fields: dict[str, Any] | None = None,
+    items: dict[str, Any] | None = None,
+    fail: bool = False,
+) -> Out:
+    """Sync (CPU-side) probe: record the call and what it received, then return or raise."""
+    _start(ledger, step, ctx, inputs=inputs, fields=fields, items=items)
+    return _finish(ledger, step, ctx, inputs, fail)
+
+
+@planrail.tool(side_effects="none")
+async def awork(
+    ctx: StepContext,
+    ledger: str,
+    step: str,
+    inputs: dict[str, Any] | None = None,
+    fields: dict[str, Any] | None = None,
+    items: dict[str, Any] | None = None,
+    fail: bool = False,
+) -> Out:
+    """Async (I/O-side) probe: the same as :func:`work`, on the event loop or an actor."""
+    _start(ledger, step, ctx, inputs=inputs, fields=fields, items=items)
+    await asyncio.sleep(0)
+    return _finish(ledger, step, ctx, inputs, fail)
+
+
+@planrail.tool(side_effects="none")
+def flaky(ctx: StepContext, ledger: str, step: str, failures: int) -> int:
+    """Raise a retryable error on the first ``failures`` attempts; then return the attempt."""
+    _start(ledger, step, ctx)
+    if ctx.attempt <= failures:
+        raise planrail.RetryableError(f"{step}: transient failure {ctx.attempt}", retry_after=0)
+    return ctx.attempt
+
+
+@planrail.tool(side_effects="none")
+def broken(ctx: StepContext, ledger: str, step: str) -> int:
+    """Always fail with a permanent (non-retryable) error."""
+    _start(ledger, step, ctx)
+    raise ValueError(f"{step} is broken")
+
+
+@planrail.tool(side_effects="none")
+def backup(ctx: StepContext, ledger: str, step: str, value: int) -> int:
+    """A fallback tool: return ``value``."""
+    _start(ledger, step, ctx)
+    return value
+
+
+@planrail.tool(side_effects="none")
+def numbers(ctx: StepContext, ledger: str, step: str, n: int) -> list[int]:
+    """``[0, 1, ..., n - 1]``: a list to fan out over."""
+    _start(ledger, step, ctx)
+    return list(range(n))
+
+
+@planrail.tool(side_effects="none")
+def series(ctx: StepContext, ledger: str, step: str, n: int) -> list[int]:
+    """A large-ish output: ``[0, 1, ..., n - 1]``."""
+    _start(ledger, step, ctx)
+    return list(range(n))
+
+
+@planrail.tool(side_effects="none")
+def total(ctx: StepContext, ledger: str, step: str, values: Any) -> int:
+    """Sum ``values`` — the real list, even when its producer left it in Ray's object store."""
+    _start(ledger, step, ctx, kind=type(values).__name__)
+    return sum(values)
+
+
+@planrail.tool(side_effects="none")
+def double(ctx: StepContext, ledger: str, step: str, x: int) -> int:
+    """One item of a fan-out: ``2 * x``."""
+    _start(ledger, step, ctx, x=x)
+    return 2 * x
+
+
+@planrail.tool(side_effects="none")
+async def ablock(ctx: StepContext, ledger: str, step: str) -> int:
+    """Wait until cancelled (recorded), or until the ledger's release file exists."""
+    _start(ledger, step, ctx)
+    release = Path(ledger).parent / "release"
+    try:
+        # The release is a file: the test and this call may be in different processes.
+        while not release.exists():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    except asyncio.CancelledError:
+        record(ledger, ev="stopped", step=step)
+        raise
+    return 0
+
+
+@planrail.tool(side_effects="none")
+def block(ctx: StepContext, ledger: str, step: str) -> int:
+    """Sync: spin until interrupted (recorded) or until the release file exists."""
+    _start(ledger, step, ctx)
+    release = Path(ledger).parent / "release"
+    try:
+        while not release.exists():
+            time.sleep(0.01)
+    except KeyboardInterrupt:  # Ray's graceful cancel of a task
+        record(ledger, ev="stopped", step=step)
+        raise
+    return 0
+
+
+@planrail.tool(side_effects="none")
+def gate(ctx: StepContext, ledger: str, step: str, unlock: str) -> int:
+    """Fail until the file ``unlock`` exists (for resume tests)."""
+    _start(ledger, step, ctx)
+    if not os.path.exists(unlock):
+        raise ValueError(f"{step}: locked")
+    return 1
+
+
+# ------------------------------------------------------------------ crashes (Ray only)
+
+
+@planrail.tool(side_effects="keyed")
+def pay_keyed(ctx: StepContext, ledger: str, step: str) -> str:
+    """Apply a payment keyed by the idempotency key; the first attempt's worker dies after it."""
+    _start(ledger, step, ctx)
+    apply_effect(ledger, f"pay:{step}", ctx.idempotency_key)
+    if ctx.attempt == 1:
+        os._exit(1)
+    return "paid"
+
+
+@planrail.tool(side_effects="unsafe")
+def pay_unsafe(ctx: StepContext, ledger: str, step: str) -> str:
+    """Apply a payment with no key; the worker dies right after (its outcome is in doubt)."""
+    _start(ledger, step, ctx)
+    apply_effect(ledger, f"pay:{step}", None)
+    os._exit(1)
+
+
+@planrail.tool(side_effects="keyed")
+async def apay_keyed(ctx: StepContext, ledger: str, step: str) -> str:
+    """:func:`pay_keyed` as an async tool: the actor dies mid-call on the first attempt."""
+    _start(ledger, step, ctx)
+    apply_effect(ledger, f"pay:{step}", ctx.idempotency_key)
+    await asyncio.sleep(0)
+    if ctx.attempt == 1:
+        os._exit(1)
+    return "paid"
+
+
+@planrail.tool(side_effects="unsafe")
+async def apay_unsafe(ctx: StepContext, ledger: str, step: str) -> str:
+    """:func:`pay_unsafe` as an async tool: the actor dies mid-call."""
+    _start(ledger, step, ctx)
+    apply_effect(ledger, f"pay:{step}", None)
+    await asyncio.sleep(0)
+    os._exit(1)
+
+
+@planrail.tool(side_effects="none", compute={"num_cpus": 2})
+def wide(ctx: StepContext, ledger: str, step: str) -> int:
+    """Declares two CPUs: on Ray, it runs alone on the two-CPU test runtime."""
+    _start(ledger, step, ctx)
+    record(ledger, ev="end", step=step)
+    return os.getpid()
+
+
+ALL = [
+    work,
+    awork,
+    flaky,
+    broken,
+    backup,
+    numbers,
+    series,
+    total,
+    double,
+    ablock,
+    block,
+    gate,
+    pay_keyed,
+    pay_unsafe,
+    apay_keyed,
+    apay_unsafe,
+    wide,
+]
