@@ -23,6 +23,15 @@ from planrail.plan.tools import StepContext, Tool
 
 __all__ = ["serve_tools"]
 
+_ANNOTATIONS = {
+    "none": ToolAnnotations(read_only_hint=True),
+    "idempotent": ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    "keyed": ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=False),
+    "unsafe": ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=True),
+}
+"""What an MCP client is told of each effect class (``keyed`` also goes in the tool's
+``_meta``: MCP has no word for "honours an idempotency key")."""
+
 
 def serve_tools(tools: Iterable[Tool], name: str = "planrail-tools", **options: Any) -> MCPServer:
     """An ``MCPServer`` offering ``tools`` (run it with ``.run()`` for stdio)."""
@@ -33,11 +42,7 @@ def serve_tools(tools: Iterable[Tool], name: str = "planrail-tools", **options: 
             _handler(t),
             name=t.name,
             description=spec.description,
-            annotations=ToolAnnotations(
-                read_only_hint=spec.side_effects == "none",
-                idempotent_hint=spec.side_effects == "idempotent",
-                destructive_hint=spec.side_effects == "unsafe",
-            ),
+            annotations=_ANNOTATIONS[spec.side_effects],
             meta={SIDE_EFFECTS_KEY: spec.side_effects},
         )
     return server
