@@ -1,6 +1,6 @@
 """planrail, through its public API (``planrail.tool`` + ``planrail.prepare``).
 
-    @planrail.tool
+    @planrail.tool(side_effects="none")
     async def node(id: str, duration: float, inputs: list[str]) -> str: ...
 
     execution = planrail.prepare(plan, tools=[node], limits=...)  # validates: "build" time
@@ -62,7 +62,7 @@ def to_plan(dag: dict[str, Any], scale: float) -> dict[str, Any]:
 
 
 def _make_tool(seen: dict[str, list[str]]) -> Any:
-    @planrail.tool
+    @planrail.tool(side_effects="none")  # pure: nothing to approve, as in the other engines
     async def node(id: str, duration: float, inputs: list[str]) -> str:
         seen[id] = list(inputs)
         await timer.sleep(duration)
