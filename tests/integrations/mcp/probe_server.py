@@ -17,6 +17,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
@@ -101,6 +102,12 @@ def big(megabytes: float) -> str:
 def fail(message: str) -> str:
     """Always an error result (``isError``)."""
     raise ToolError(message)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def refuse(code: int) -> str:
+    """Answer with a JSON-RPC error of that code (not an ``isError`` result)."""
+    raise MCPError(code, f"refused with {code}")
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))

@@ -302,3 +302,19 @@ def test_max_inflight_bounds_the_calls_in_flight_on_a_server(probe: Probe) -> No
         assert result.status == "succeeded"
         asked = run(plan({"id": "p", "tool": "probe.peak", "args": {}}), tools)
     assert asked.steps["p"].output == {"result": 2}
+
+
+@pytest.mark.parametrize(("code", "attempts"), [(-32001, 2), (-32602, 1)])
+def test_a_json_rpc_error_is_classified_by_its_code(probe: Probe, code: int, attempts: int) -> None:
+    """A JSON-RPC error answer is MCPRequestError with its code: a request timeout (-32001)
+    is retried, invalid params (-32602) are not."""
+    retry = {"max_attempts": 2, "initial_delay": 0}
+    with MCPHub([probe()]) as hub:
+        result = run(
+            plan({"id": "r", "tool": "probe.refuse", "args": {"code": code}, "retry": retry}),
+            tools_of(hub),
+        )
+    step = result.steps["r"]
+    assert step.error is not None
+    assert (step.error["type"], step.attempts) == ("MCPRequestError", attempts)
+    assert f"JSON-RPC error {code}" in step.error["message"]
