@@ -21,6 +21,7 @@ BENCHMARKS = (
     ("OpenTelemetry on vs off", "bench.otel_overhead"),
     ("reference parsing and fuzzing", "bench.security_fuzz"),
     ("LLM economy: ReAct loop vs plan-then-execute", "bench.llm_economy"),
+    ("MCP call overhead vs a plain Python tool call", "bench.mcp_overhead"),
 )
 
 

@@ -204,3 +204,43 @@ async def test_an_open_plan_holds_a_read_only_step_that_asks_for_approval() -> N
     assert CALLS == ["look", "look"]
     assert execution.approval is not None
     assert execution.approval["steps"] == ["held"]
+
+
+class PinnedTool:
+    """A tool that reports a schema hash and refuses calls pinned to another (as MCP tools do)."""
+
+    def __init__(self, schema: str) -> None:
+        self.spec = planrail.ToolSpec("remote", side_effects="unsafe")
+        self.name = "remote"
+        self.schema_hash = schema
+        self.pin: str | None = None
+        self.calls = 0
+
+    async def invoke(self, args: Any, ctx: Any) -> Any:
+        if self.pin is not None and self.pin != self.schema_hash:
+            raise planrail.ToolError("the tool's schema changed since the plan was approved")
+        self.calls += 1
+        return {"ok": True}
+
+
+async def test_an_operators_approval_binds_the_schemas_the_waiting_run_was_shown(
+    store_url: str,
+) -> None:
+    """A run waiting for approval keeps its tools' schema hashes; ``planrail approve`` binds
+    them; a resume where the tool now reports another schema is refused at the call."""
+    plan = {"goal": "g", "steps": [{"id": "r", "tool": "remote", "args": {}}]}
+    store = open_store(store_url)
+    shown = PinnedTool("sha256:v1")
+    await planrail.arun(plan, [shown], store=store, run_id="r5", approver=planrail.defer)
+    assert store.get_run("r5").metadata["tool_schemas"] == {"remote": "sha256:v1"}  # type: ignore[union-attr]
+    operations.approve(store, "r5")
+    changed = PinnedTool("sha256:v2")
+    result = await planrail.resume("r5", [changed], store=store).run()
+    assert result.steps["r"].status == "failed"
+    assert "schema changed" in result.steps["r"].error["message"]  # type: ignore[index]
+    assert changed.calls == 0
+    same = PinnedTool("sha256:v1")
+    again = await planrail.resume("r5", [same], store=store).run()
+    assert again.status == "succeeded"
+    assert same.calls == 1
+    store.close()
