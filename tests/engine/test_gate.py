@@ -244,3 +244,60 @@ async def test_an_operators_approval_binds_the_schemas_the_waiting_run_was_shown
     assert again.status == "succeeded"
     assert same.calls == 1
     store.close()
+
+
+@planrail.tool(side_effects="none", sensitivity="secret")
+def vault(name: str) -> dict[str, str]:
+    return {"key": f"sk-live-{name}"}
+
+
+@planrail.tool(side_effects="keyed", secret_params=["token"])
+def call_api(token: str, q: str) -> dict[str, str]:
+    CALLS.append(f"api:{q}")
+    return {"q": q}
+
+
+async def test_a_run_whose_secrets_come_from_a_step_resumes_from_its_stored_plan(
+    store_url: str,
+) -> None:
+    """A reference into a secret parameter is not a secret: the stored plan keeps it, so the
+    run resumes from the store (the hash still matches) and the secret is nowhere in it."""
+    plan = {
+        "goal": "g",
+        "steps": [
+            {"id": "v", "tool": "vault", "args": {"name": "prod"}},
+            {
+                "id": "c",
+                "tool": "call_api",
+                "args": {"token": "${v.key}", "q": "x"},
+                "depends_on": ["v"],
+            },
+        ],
+    }
+    store = open_store(store_url)
+    await planrail.arun(plan, [vault, call_api], store=store, run_id="r6", approver=planrail.defer)
+    assert "sk-live" not in json.dumps(store.get_run("r6").plan)  # type: ignore[union-attr]
+    operations.approve(store, "r6")
+    result = await planrail.resume("r6", [vault, call_api], store=store).run()
+    assert result.status == "succeeded"
+    assert CALLS == ["api:x"]
+    store.close()
+
+
+async def test_a_run_with_a_secret_literal_in_its_plan_says_how_to_continue(
+    store_url: str,
+) -> None:
+    """A secret written in the plan is never stored, so the stored plan cannot be resumed on
+    its own: a clear error names the way on (the original plan with --run-id)."""
+    plan = {
+        "goal": "g",
+        "steps": [{"id": "c", "tool": "call_api", "args": {"token": "sk-literal", "q": "y"}}],
+    }
+    store = open_store(store_url)
+    await planrail.arun(plan, [call_api], store=store, run_id="r7", approver=planrail.defer)
+    with pytest.raises(planrail.PlanError, match="--run-id r7"):
+        planrail.resume("r7", [call_api], store=store)
+    operations.approve(store, "r7")
+    resumed = await planrail.prepare(plan, [call_api], store=store, run_id="r7").run()
+    assert resumed.status == "succeeded"
+    store.close()
