@@ -7,11 +7,14 @@ Where Chromium or Playwright is missing the browser tests skip with one reason.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,23 +28,13 @@ pytest.importorskip("uvicorn")
 from planrail.plan.catalog import load_tools
 from planrail.plan.tools import ToolRegistry
 from planrail.store import Store, open_store
+from planrail.testing.browser import CHROMIUM, CHROMIUM_ARGS, chromium_missing
 from planrail.web import Dashboard, DashboardServer, Guard
 from planrail.web.server import free_port
 
 DATA = Path(__file__).resolve().parent / "data"
 TOOLS = str(DATA / "ui_tools.py")
 IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def registry() -> ToolRegistry:
@@ -109,45 +102,81 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
         store.close()
 
 
-def _browser_skip_reason() -> str | None:
-    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        return "no Debian chromium at /usr/bin/chromium (make test installs it when it can)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright (Python) is not installed (it is in the test dependency group)"
-    return None
+class Synced:
+    """A Playwright (async API) object used from the test's thread: each coroutine method runs
+    on the browser's own loop in its own thread, and the caller waits for its result.
+
+    Playwright's sync API would keep an event loop marked running in the main thread for the
+    rest of the session, which breaks every later test that calls ``asyncio.run``.
+    """
+
+    def __init__(self, target: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._target = target
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._target, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            async def run() -> Any:
+                value = attr(*args, **kwargs)
+                return await value if inspect.isawaitable(value) else value
+
+            future = asyncio.run_coroutine_threadsafe(run(), self._loop)
+            value = future.result(timeout=120)
+            return Synced(value, self._loop) if _is_playwright(value) else value
+
+        return call
+
+
+def _is_playwright(value: Any) -> bool:
+    return type(value).__module__.startswith("playwright.")
 
 
 @pytest.fixture(scope="session")
-def browser_context() -> Iterator[Any]:
-    """One headless Chromium for the whole session, with a fresh profile."""
-    reason = _browser_skip_reason()
+def browser_context() -> Iterator[Synced]:
+    """One headless Chromium for the whole session, with a fresh profile, driven from a thread
+    of its own."""
+    reason = chromium_missing()
     if reason is not None:
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
+    from playwright.async_api import async_playwright
 
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="playwright", daemon=True)
+    thread.start()
     profile = tempfile.mkdtemp(prefix="planrail-chromium-")
-    pw = sync_playwright().start()
+
+    def on_loop(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout=120)
+
+    pw = on_loop(async_playwright().start())
     try:
-        context = pw.chromium.launch_persistent_context(
-            profile,
-            executable_path=CHROMIUM,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport={"width": 1280, "height": 860},
+        context = on_loop(
+            pw.chromium.launch_persistent_context(
+                profile,
+                executable_path=CHROMIUM,
+                args=CHROMIUM_ARGS,
+                headless=True,
+                viewport={"width": 1280, "height": 860},
+            )
         )
         try:
-            yield context
+            yield Synced(context, loop)
         finally:
-            context.close()
+            on_loop(context.close())
     finally:
-        pw.stop()
+        on_loop(pw.stop())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()
         shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
-def page(browser_context: Any) -> Iterator[Any]:
+def page(browser_context: Synced) -> Iterator[Any]:
     """A new tab without cookies."""
     browser_context.clear_cookies()
     tab = browser_context.new_page()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,6 @@ def _plan_file(tmp: Path, plan: dict[str, Any], name: str = "plan.json") -> Path
     path = tmp / name
     path.write_text(json.dumps(plan))
     return path
-
-
-def _in_thread(fn: Any) -> Any:
-    """Run ``fn`` in a worker thread (Playwright's sync API owns this thread's event loop)."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(fn).result(timeout=60)
 
 
 def _node(page: Any, step: str, status: str) -> None:
@@ -117,7 +110,7 @@ def test_approve_a_waiting_plan_and_see_it_run(served: Served, page: Any) -> Non
     execution = planrail.runs.prepare(
         MAIL, registry(), store=served.store, approver=defer, run_id="approve-1"
     )
-    result = _in_thread(lambda: asyncio.run(execution.run()))
+    result = asyncio.run(execution.run())
     assert result.status == "awaiting_approval"
     plan_hash = served.store.get_run("approve-1").plan_hash  # type: ignore[union-attr]
     page.goto(served.url("/"))

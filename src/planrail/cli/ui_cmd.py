@@ -52,7 +52,7 @@ def ui_cmd(
     console = out(False)
     try:
         from planrail.web import Dashboard, DashboardServer, Guard, new_token
-        from planrail.web.server import free_port
+        from planrail.web.server import listen
     except ImportError:
         raise fail(
             console, "planrail ui needs the web extra: pip install 'planrail[web]'", ExitCode.USAGE
@@ -66,7 +66,13 @@ def ui_cmd(
         )
     registry = registry_from(tools, catalog, console)
     the_store = open_store_or_exit(store, console)
-    port = port or free_port(host if host != "0.0.0.0" else "127.0.0.1")
+    try:
+        sock = listen(host, port)
+    except OSError as exc:
+        raise fail(
+            console, f"cannot listen on {host}:{port}: {exc.strerror}", ExitCode.USAGE
+        ) from None
+    port = int(sock.getsockname()[1])
     hosts = {"127.0.0.1", "localhost", "::1", *(allow_host or ())}
     if host not in ("0.0.0.0", "::"):
         hosts.add(host)
@@ -81,4 +87,4 @@ def ui_cmd(
     console.print(f"planrail dashboard: [bold]{server.url()}[/]")
     if not dash.can_resume:
         console.print("[dim]resume disabled: pass --tools/--catalog to run steps from here[/]")
-    server.run()
+    server.run(sock)

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine import operations
 from planrail.errors import PlanrailError, error_dict
+from planrail.observe.graph import DepGraph
 from planrail.observe.layout import to_svg
 from planrail.plan.tools import ToolRegistry
 from planrail.runs import resume as resume_run
@@ -38,7 +39,6 @@ from planrail.web.views import (
     Masker,
     approval_view,
     event_message,
-    graph_of,
     run_rows,
     step_detail,
     timeline,
@@ -101,7 +101,7 @@ def create_app(dash: Dashboard) -> Any:
         except RunNotFoundError as exc:
             return HTMLResponse(pages.not_found(exc.message), status_code=404)
         steps = await dash.call(dash.store.get_steps, run_id)
-        svg = to_svg(graph_of(run, steps))
+        svg = to_svg(DepGraph.of(run.plan))  # uncoloured: the script paints the live states
         info = await _run_info(dash, run, steps)
         gantt = gantt_svg(timeline(run, steps, dash.clock.now()))
         return HTMLResponse(pages.run_page(dash.guard.csrf, info, svg, gantt))

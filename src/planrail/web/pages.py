@@ -70,6 +70,15 @@ def _actions(info: dict[str, Any]) -> str:
 <span id="action-msg" class="msg" role="status"></span></div>"""
 
 
+def _legend() -> str:
+    items = [
+        f'<span class="legend-item" data-legend="{escape(status)}">{escape(status)}</span>'
+        for status in status_colors()
+        if status != "none"
+    ]
+    return f'<span class="legend">{"".join(items)}</span>'
+
+
 def run_page(csrf: str, info: dict[str, Any], svg: str, gantt: str) -> str:
     """A run: header, actions, the live graph, the timeline and the step drawer."""
     head = svg.split("?>", 1)[1] if svg.startswith("<?xml") else svg
@@ -84,7 +93,7 @@ def run_page(csrf: str, info: dict[str, Any], svg: str, gantt: str) -> str:
 <section class="graph-tools"><button type="button" id="zoom-out">−</button>
 <button type="button" id="zoom-in">+</button><button type="button" id="zoom-fit">fit</button>
 <input id="find" type="search" placeholder="find a step…" aria-label="find a step">
-<span id="counts" class="muted"></span></section>
+<span id="counts" class="muted"></span>{_legend()}</section>
 <section id="graph" class="graph">{head}</section>
 <h2>timeline <span class="muted">(★ critical path)</span></h2>
 <section id="timeline" class="timeline">{gantt}</section>

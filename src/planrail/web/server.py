@@ -12,7 +12,7 @@ import uvicorn
 
 from planrail.web.app import Dashboard, create_app
 
-__all__ = ["DashboardServer", "free_port"]
+__all__ = ["DashboardServer", "free_port", "listen"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -20,6 +20,17 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: any free port) and listening: connections made from
+    now on wait in its backlog until the server takes them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
 
 
 class DashboardServer:
@@ -46,9 +57,9 @@ class DashboardServer:
         query = f"?token={self.dash.guard.token}" if token else ""
         return f"http://{shown}:{self.port}{path}{query}"
 
-    def run(self) -> None:
-        """Serve until interrupted (Ctrl-C)."""
-        self.server.run()
+    def run(self, sock: socket.socket | None = None) -> None:
+        """Serve until interrupted (Ctrl-C), on ``sock`` if given (see :func:`listen`)."""
+        self.server.run(sockets=[sock] if sock is not None else None)
 
     def start(self) -> DashboardServer:
         """Serve in a background thread; returns once it accepts connections."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from planrail.engine.approval import ApprovalRequest
 from planrail.engine.events import EventType
-from planrail.observe.graph import COLORS, DepGraph
+from planrail.observe.graph import COLORS
 from planrail.observe.view import redact
 from planrail.plan.effects import effects_of, needing_approval
 from planrail.plan.model import Plan
@@ -130,14 +130,6 @@ def run_rows(store: Store, flt: str | None, now: float, limit: int = 200) -> lis
 # ---------------------------------------------------------------- graph and timeline
 
 
-def graph_of(run: RunRecord, steps: Mapping[str, StepRecord]) -> DepGraph:
-    """The run's dependency graph, each step coloured by its recorded status."""
-    status = {sid: str(r.status) for sid, r in steps.items()}
-    for raw in run.plan.get("steps", []):
-        status.setdefault(str(raw.get("id")), "pending")
-    return DepGraph.of(run.plan, status)
-
-
 def critical_path(run: RunRecord, steps: Mapping[str, StepRecord]) -> list[str]:
     """The chain of steps that decided when the run ended: from the step that finished last,
     back through the dependency that finished last each time (recorded times only)."""
@@ -233,12 +225,14 @@ def step_detail(
     """The step drawer: plan entry, resolved arguments, output, error, attempts and their
     delays, idempotency key, provenance of each argument, OpenTelemetry trace id."""
     raw = _plan_step(run, step_id)
+    resolved = rec.args if rec is not None else None
     return {
         "step": step_id,
         "status": str(rec.status) if rec is not None else "pending",
         "calls": raw.get("tool") or raw.get("action", "tool_call"),
         "depends_on": list(raw.get("depends_on", ())),
-        "args": masker.args(step_id, rec.args if rec is not None else raw.get("args")),
+        "args": masker.args(step_id, resolved if resolved is not None else raw.get("args")),
+        "args_resolved": resolved is not None,
         "output": masker.value(rec.output) if rec is not None else None,
         "error": masker.value(rec.error) if rec is not None else None,
         "reason": masker.value(rec.reason) if rec is not None else None,

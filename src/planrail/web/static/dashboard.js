@@ -148,8 +148,11 @@
       document.body.dataset.runStatus = status;
     }
 
-    for (const [step, status] of Object.entries(statuses)) {
-      nodes.get(step) && (nodes.get(step).dataset.status = status);
+    for (const [step, status] of Object.entries(statuses)) paint(step, status);
+    for (const item of document.querySelectorAll(".legend-item")) {
+      const [fill, stroke] = colors[item.dataset.legend];
+      item.style.background = fill;
+      item.style.borderColor = stroke;
     }
     counts();
     setRunStatus(run.status);
@@ -259,7 +262,7 @@
         field("status", d.status),
         field("calls", d.calls),
         field("depends on", d.depends_on.join(", ") || "—"),
-        field("resolved arguments", d.args, true),
+        field(d.args_resolved ? "resolved arguments" : "arguments (as planned; none recorded)", d.args, true),
         field("output", d.output, true),
         field("error", d.error, true),
         field("reason", d.reason || "—"),
