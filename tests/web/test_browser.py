@@ -14,6 +14,7 @@ from typing import Any
 
 import planrail
 from planrail.engine.approval import defer
+from planrail.store.base import RunRecord
 
 from .conftest import TOOLS, Served, registry, screenshot
 
@@ -193,3 +194,24 @@ def test_resolve_an_in_doubt_step_then_resume(served: Served, page: Any) -> None
     page.click("#resume")
     _run_status(page, "succeeded")
     assert served.store.get_steps("doubt-1")["w"].output == {"step": "w", "sent": "yes"}
+
+
+def test_the_page_says_disconnected_when_the_stream_drops(served: Served, page: Any) -> None:
+    """When the server goes away the run page shows the "disconnected" banner (the browser
+    keeps retrying the stream by itself)."""
+    served.store.create_run(
+        RunRecord(
+            run_id="idle",
+            plan=CHAIN,
+            plan_hash="h",
+            status="pending",
+            created_at=1.0,
+            updated_at=1.0,
+        )
+    )
+    page.goto(served.url("/runs/idle"))
+    page.wait_for_selector("#conn.ok")
+    assert page.is_hidden("#banner")
+    served.server.stop()
+    page.wait_for_selector("#banner:not([hidden])")
+    assert page.inner_text("#conn") == "disconnected"
