@@ -153,7 +153,8 @@ def _start_unsafe(served: Served, run_id: str) -> Any:
 
 def test_cancel_a_running_run_from_the_page(served: Served, page: Any) -> None:
     """ "cancel run" on a run another process drives asks that runner to stop (the operator
-    action): its unsafe call under way becomes in doubt and the run ends cancelled, live."""
+    action): its unsafe call under way becomes in doubt and the run ends cancelled, live; the
+    run list's "in doubt" filter then shows it."""
     proc = _start_unsafe(served, "cancel-1")
     try:
         _open_run(page, served, "cancel-1")
@@ -166,6 +167,9 @@ def test_cancel_a_running_run_from_the_page(served: Served, page: Any) -> None:
     finally:
         served.open_gate("w")
         proc.communicate(timeout=60)
+    page.goto(served.url("/", token=False))
+    page.click('button.filter[data-filter="in_doubt"]')
+    page.wait_for_selector('#runs tr[data-run="cancel-1"] td.doubt:has-text("1")')
     by = [e.data.get("by") for e in served.store.events("cancel-1") if e.type == "operator_action"]
     assert by
     assert "dashboard" in str(by[0])

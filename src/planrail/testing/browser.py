@@ -8,12 +8,14 @@ Debian package when it can).
 from __future__ import annotations
 
 import importlib.util
-import shutil
+import os
 from pathlib import Path
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "chromium_missing"]
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("PLANRAIL_CHROMIUM", "/usr/bin/chromium")
+"""Debian's package; ``PLANRAIL_CHROMIUM`` names another binary (or a missing one, to check that
+the browser tests skip cleanly)."""
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -28,8 +30,8 @@ CHROMIUM_ARGS = [
 
 def chromium_missing() -> str | None:
     """Why a browser cannot be driven here (Chromium or Playwright missing), or None."""
-    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        return "no Debian chromium at /usr/bin/chromium (make test installs it when it can)"
+    if not Path(CHROMIUM).exists():
+        return f"no Debian chromium at {CHROMIUM} (make test installs it when it can)"
     if importlib.util.find_spec("playwright") is None:
         return "playwright (Python) is not installed (it is in the test dependency group)"
     return None
