@@ -20,7 +20,7 @@ import hmac
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -90,7 +90,7 @@ class Guard:
         jar: SimpleCookie = SimpleCookie()
         try:
             jar.load(cookie_header)
-        except Exception:  # a malformed Cookie header is no session
+        except CookieError:  # a malformed Cookie header is no session
             return False
         morsel = jar.get(COOKIE)
         return morsel is not None and hmac.compare_digest(morsel.value, self.session)
