@@ -206,3 +206,23 @@ def test_the_event_stream_carries_no_secret_and_resumes_after_last_event_id(
     later = _sse(served, "s", {"last-event-id": str(ids[2])})
     again = [int(line[4:]) for line in later if line.startswith("id: ")]
     assert again == ids[3:]
+
+
+def test_retry_a_failed_step_and_resolve_decisions_go_through_the_operations(
+    store: Store,
+) -> None:
+    """ "retry this step" reopens a failed step (pending, an operator_action event); resolving a
+    step that is not in doubt is refused with the library's message."""
+    plan = {"goal": "g", "steps": [{"id": "x", "tool": "boom", "args": {"n": 1}}]}
+    assert planrail.run(plan, registry(), store=store, run_id="f").status == "failed"
+    client = _signed_in(store)
+    headers = {"origin": BASE, "x-csrf-token": _csrf(client)}
+    answer = client.post("/api/runs/f/steps/x/retry", headers=headers)
+    assert answer.status_code == 200
+    assert store.get_steps("f")["x"].status == "pending"
+    assert [e.data["action"] for e in store.events("f") if e.type == "operator_action"] == ["retry"]
+    refused = client.post(
+        "/api/runs/f/steps/x/resolve", headers=headers, json={"decision": "failed"}
+    )
+    assert refused.status_code == 409
+    assert "not in doubt" in refused.json()["error"]["message"]

@@ -60,3 +60,9 @@ def vault(name: str) -> dict[str, str]:
 def quick(n: int) -> int:
     """Returns n + 1."""
     return n + 1
+
+
+@planrail.tool(side_effects="none")
+def boom(n: int) -> int:
+    """Always fails (for retry tests)."""
+    raise ValueError(f"boom {n}")
