@@ -49,6 +49,7 @@ from planrail.engine.step_runner import (
     ToolAction,
 )
 from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
+from planrail.plan.copied import provenance_for
 from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
@@ -116,6 +117,7 @@ class Execution:
         reason: str = "plan",
         approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
         call_guard: CallGuard | None = None,
+        previous: Plan | None = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -152,6 +154,12 @@ class Execution:
         self._extra_handlers = dict(handlers or {})
         self._restored: dict[str, StepResult] = dict(restored or {})
         """Steps that already succeeded (a replan or a repaired stream): reused, not run."""
+        self._seen: list[str] = list(self._restored)
+        """The steps whose outputs the plan's author saw (a replan's reused steps): literals
+        copied from them are not the user's (:mod:`planrail.plan.copied`)."""
+        self.previous = previous
+        """The plan version approved before this one (a replan's): the approver sees the
+        difference."""
         self._in_doubt: dict[str, StepResult] = {}
         self._ckpt: Checkpointer | None = None
         self._dirty: set[str] = set()
@@ -425,6 +433,9 @@ class Execution:
         saved = stored.metadata.get("policies")
         if not isinstance(saved, dict):
             return
+        seen = saved.get("seen")
+        if isinstance(seen, list) and not self._seen:
+            self._seen = [s for s in seen if isinstance(s, str)]
         kept_security = saved.get("security")
         given = None if self._security_given is None else self._security_given.to_dict()
         if self._security_given is None:
@@ -452,10 +463,13 @@ class Execution:
 
     def policies(self) -> dict[str, Any]:
         """The policies this run runs under, as stored with it (and re-applied by resume)."""
-        return {
+        kept: dict[str, Any] = {
             "security": None if self.security is None else self.security.to_dict(),
             "run": self.policy.to_dict(),
         }
+        if self._seen:
+            kept["seen"] = list(self._seen)
+        return kept
 
     def _approval_needed(self) -> list[str]:
         """Steps that need approval before this (sealed) plan may start, if it holds none."""
@@ -478,6 +492,9 @@ class Execution:
             return True  # an open plan is approved when it is sealed; a held one was checked
         answer = await self._decide(needed)
         if answer:
+            assert self.approval is not None
+            # approved means frozen: a plan changed while it was being approved is refused
+            check_approval(self.approval, self.plan.fresh_hash())
             if self._ckpt is not None:  # durable before the first step: a resume needs it
                 assert self.approval is not None
                 self._ckpt.record_approval(self.approval)
@@ -505,16 +522,7 @@ class Execution:
         if self.approve:
             self.approval = approval_record(current, "approve=True", now, needed)
             return True
-        request = ApprovalRequest.build(
-            self.plan,
-            self.registry,
-            self.effects,
-            needed,
-            reason=self.reason,
-            reused=self._restored,
-            plan_hash=current,
-            run_id=self.run_id,
-        )
+        request = self.approval_request(needed, current)
         self._emit(E.APPROVAL_REQUESTED, data={"steps": needed, "plan_hash": current})
         answer = await ask(self.approver, request)
         if answer:
@@ -526,16 +534,48 @@ class Execution:
         )
         return answer
 
+    def approval_request(
+        self, needed: list[str] | None = None, plan_hash: str | None = None
+    ) -> ApprovalRequest:
+        """What the approver is shown for this plan (``needed``: the steps that need approval,
+        default those the gate would ask about); ``request.view()`` is the approval screen."""
+        return ApprovalRequest.build(
+            self.plan,
+            self.registry,
+            self.effects,
+            self._needed_for(self.plan, self.effects) if needed is None else needed,
+            reason=self.reason,
+            reused=self._restored,
+            plan_hash=self.plan.fresh_hash() if plan_hash is None else plan_hash,
+            run_id=self.run_id,
+            provenance=self.provenance(),
+            outputs={sid: r.output for sid, r in self._restored.items()},
+            previous=self.previous,
+            redactor=self.redactor,
+        )
+
     def _build_guard(self) -> None:
         if self.security is None:
             return
         self._guard = SecurityGuard(
             self.security,
-            Provenance(self._steps, self.registry),
+            self.provenance(),
             run_id=self.run_id,
             approve_call=self._approve_call,
             on_decision=self._decided,
             redactor=self.redactor,
+        )
+
+    def provenance(self) -> Provenance:
+        """Where this run's values come from: the security policy's trusted sources, the goal,
+        and the outputs the plan's author saw (:func:`planrail.plan.copied.provenance_for`)."""
+        seen = {s: self._restored[s].output for s in self._seen if s in self._restored}
+        return provenance_for(
+            self._steps,
+            self.registry,
+            goal=self.plan.goal,
+            trusted=self.security.trusted if self.security is not None else (),
+            seen=seen,
         )
 
     async def _open_checkpoint(self) -> None:
