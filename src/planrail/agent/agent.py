@@ -373,6 +373,10 @@ def _failure_text(
     redacted), errors cut to ``view.value_chars * 4``."""
     import json
 
+    if redactor is not None:  # learn the run's secret values (the store may not have)
+        for sid, r in run.steps.items():
+            if sid in plan.by_id:
+                redactor.output(sid, r.output)
     lines = []
     for sid in failed:
         step, r = plan.step(sid), run.steps[sid]

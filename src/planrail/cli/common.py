@@ -116,7 +116,11 @@ def check_plan_path(path: Path, console: Console) -> None:
 
 PolicyOpt = Annotated[
     Path | None,
-    typer.Option("--policy", help="Security policy file (JSON/YAML); see docs/security.md."),
+    typer.Option(
+        "--policy",
+        help="Security policy file (JSON/YAML), or 'default' for the shipped default policy;"
+        " see docs/security.md.",
+    ),
 ]
 StrictOpt = Annotated[
     bool,
@@ -182,7 +186,10 @@ def security_policy(path: Path | None, strict: bool, console: Console) -> Securi
     if path is None and not strict:
         return None
     try:
-        found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
+        if path is not None and str(path) == "default" and not path.exists():
+            found = SecurityPolicy.default()
+        else:
+            found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
     except PlanrailError as exc:
         raise fail(console, f"{path}: {exc.message}", ExitCode.USAGE) from None
     return dataclasses.replace(found, strict=True) if strict else found

@@ -249,6 +249,8 @@ def _sources(
     sources: Sources, value: Any, prov: Provenance, author: Author
 ) -> tuple[SourceView, ...]:
     out: list[SourceView] = []
+    if any(s.kind != "user" for s in sources):  # the user's part is the tool's own arguments
+        sources = frozenset(s for s in sources if s.kind != "user")
     for s in sorted(sources):
         out.append(_source_view(s, value, prov, author))
     return tuple(out)

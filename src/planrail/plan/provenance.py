@@ -298,7 +298,11 @@ class Provenance:
             ):
                 return True
         spec = self.spec(tool)
-        return spec is not None and schema_trusted(spec.output_schema, path)
+        if spec is None:
+            return False
+        if spec.trusted:
+            return not schema_untrusted(spec.output_schema, path)
+        return schema_trusted(spec.output_schema, path)
 
     def _candidates(self, cands: list[Any], available: Container[str] | None) -> list[Any]:
         if available is None:
@@ -376,7 +380,11 @@ def analyze(plan: Plan, registry: ToolRegistry | None = None) -> Provenance:
 def schema_trusted(schema: Any, path: tuple[Any, ...]) -> bool:
     """Whether an output schema marks the field at ``path`` trusted: the deepest
     ``x-planrail-trusted`` on the way down (the root included) decides; none means no."""
-    mark = False
+    return _deepest_mark(schema, path) is True
+
+
+def _deepest_mark(schema: Any, path: tuple[Any, ...]) -> bool | None:
+    mark: bool | None = None
     node = schema
     for seg in (None, *path):
         if not isinstance(node, dict):
@@ -393,6 +401,13 @@ def schema_trusted(schema: Any, path: tuple[Any, ...]) -> bool:
         if isinstance(flag, bool):
             mark = flag
     return mark
+
+
+def schema_untrusted(schema: Any, path: tuple[Any, ...]) -> bool:
+    """Whether the output schema of a trusted tool marks the field at ``path`` untrusted
+    (``x-planrail-trusted: false``, e.g. a contact's free-text note)."""
+    mark = _deepest_mark(schema, path)
+    return mark is False
 
 
 def _read_steps(step: Step) -> set[str]:

@@ -340,6 +340,15 @@ class SecurityPolicy:
         fmt = "yaml" if str(path).endswith((".yaml", ".yml")) else None
         return cls.from_mapping(load_document(text, limits, fmt=fmt))
 
+    @classmethod
+    def default(cls) -> SecurityPolicy:
+        """The documented default policy (``--policy default``; the file is
+        ``planrail/policies/default_policy.json``, see docs/security.md)."""
+        from importlib.resources import files
+
+        text = files("planrail.policies").joinpath("default_policy.json").read_text("utf-8")
+        return cls.from_mapping(json.loads(text))
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"strict": self.strict, "rules": [r.to_dict() for r in self.rules]}
         if self.max_tool_calls is not None:
