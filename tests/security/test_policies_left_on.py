@@ -166,3 +166,24 @@ def test_policy_file_takes_trusted_and_round_trips() -> None:
     policy = SecurityPolicy.from_mapping({"trusted": ["tool:now", "tool:get_account.iban"]})
     assert policy.trusted == ("tool:now", "tool:get_account.iban")
     assert SecurityPolicy.from_mapping(policy.to_dict()) == policy
+
+
+async def test_a_resumed_replan_still_knows_what_its_author_saw() -> None:
+    """The ids of the outputs a replan's author saw are stored with the run: resuming it
+    taints the copied literal again, so the resume refuses it too."""
+    from planrail.store.memory import MemoryStore
+
+    calls: list[dict[str, Any]] = []
+    registry = _registry(calls)
+    store = MemoryStore()
+    done = StepResult(
+        "mail", StepStatus.SUCCEEDED, 1, output=[{"from": "x@y.example", "body": EVIL}]
+    )
+    plan = _plan(EVIL, registry)
+    options: dict[str, Any] = {"security": SecurityPolicy.default(), "approve": True}
+    first = Execution(plan, registry, store=store, run_id="r-1", restored={"mail": done}, **options)
+    assert (await first.run()).steps["send"].status == StepStatus.FAILED
+    again = Execution(plan, registry, store=store, run_id="r-1", **options)
+    result = await again.run()
+    assert result.steps["send"].status == StepStatus.FAILED
+    assert calls == []

@@ -885,6 +885,8 @@ class Execution:
         try:
             if outcome.status == S.SUCCEEDED:
                 self.outputs[sid] = outcome.output
+                if sid in self._seen and self._guard is not None:  # a seen step ran again
+                    self._guard.provenance.saw(sid, outcome.output)
                 kind = E.STEP_DEGRADED if outcome.degraded else E.STEP_SUCCEEDED
                 if outcome.degraded and outcome.reason:
                     data["reason"] = outcome.reason

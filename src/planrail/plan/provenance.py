@@ -14,6 +14,12 @@ A tool's output likewise carries the sources of its arguments besides its own ``
 sources of its condition. ``${item}`` carries the sources of the ``for_each`` list; ``$first``
 carries every candidate statically and only the chosen one at run time (pass ``available``).
 
+Trust is per field: a reference into the output of a tool declared trusted (``@tool(trusted=
+True)``, a policy's ``trusted`` patterns, ``x-planrail-trusted`` in its output schema) carries a
+*trusted* source for that field. A literal of a plan whose author had seen tool outputs (``seen``,
+see :mod:`planrail.plan.copied`) that occurs in one of them carries that output's sources,
+marked *copied*, instead of ``user``.
+
 What is *not* tracked: control flow. A step guarded by ``when`` on a tool's output, or a
 branch chosen by a ``condition_check``, does not make its arguments derive from that output.
 
@@ -241,6 +247,15 @@ class Provenance:
                 found |= self._literal(v)
         return frozenset(found)
 
+    def saw(self, step_id: str, output: Any) -> None:
+        """The plan's author saw ``output`` of ``step_id`` (a step it reused that ran again on
+        a resume): literals found in it are not the user's from now on."""
+        from planrail.plan.copied import Seen
+
+        if self.seen is None:
+            self.seen = Seen(self.goal)
+        self.seen.add(output, self.output(step_id))
+
     def _literal(self, value: Any) -> Sources:
         if self.seen is None:
             return _ONLY_USER
@@ -301,6 +316,8 @@ class Provenance:
         if spec is None:
             return False
         if spec.trusted:
+            if not path:  # the whole output: trusted only if no field of it is marked otherwise
+                return not _any_untrusted(spec.output_schema)
             return not schema_untrusted(spec.output_schema, path)
         return schema_trusted(spec.output_schema, path)
 
@@ -408,6 +425,19 @@ def schema_untrusted(schema: Any, path: tuple[Any, ...]) -> bool:
     (``x-planrail-trusted: false``, e.g. a contact's free-text note)."""
     mark = _deepest_mark(schema, path)
     return mark is False
+
+
+def _any_untrusted(schema: Any) -> bool:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("x-planrail-trusted") is False:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _read_steps(step: Step) -> set[str]:
