@@ -16,16 +16,14 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.tree import Tree
 
-from planrail.cli.render import print_issues, print_plan, print_result
+from planrail.cli.render import print_issues, print_result
 from planrail.engine.approval import ApprovalRequest, Approver
 from planrail.engine.executor import Execution
 from planrail.engine.result import RunResult
 from planrail.errors import PlanrailError, ToolLoadError
 from planrail.plan.catalog import load_catalog, load_tools
-from planrail.plan.graph import topological_order
-from planrail.plan.model import Plan
+from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry, ToolRunner
 from planrail.plan.validate import ValidationReport
 from planrail.policies.security import CallApprovalRequest, SecurityPolicy
@@ -118,7 +116,11 @@ def check_plan_path(path: Path, console: Console) -> None:
 
 PolicyOpt = Annotated[
     Path | None,
-    typer.Option("--policy", help="Security policy file (JSON/YAML); see docs/security.md."),
+    typer.Option(
+        "--policy",
+        help="Security policy file (JSON/YAML), or 'default' for the shipped default policy;"
+        " see docs/security.md.",
+    ),
 ]
 StrictOpt = Annotated[
     bool,
@@ -184,7 +186,10 @@ def security_policy(path: Path | None, strict: bool, console: Console) -> Securi
     if path is None and not strict:
         return None
     try:
-        found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
+        if path is not None and str(path) == "default" and not path.exists():
+            found = SecurityPolicy.default()
+        else:
+            found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
     except PlanrailError as exc:
         raise fail(console, f"{path}: {exc.message}", ExitCode.USAGE) from None
     return dataclasses.replace(found, strict=True) if strict else found
@@ -239,65 +244,41 @@ def report_invalid(console: Console, report: ValidationReport, source: str, json
 # ---------------------------------------------------------------- the approval screen
 
 
-def print_graph(console: Console, plan: Plan) -> None:
-    """The plan as a dependency tree: each step under the steps it waits for."""
-    order = topological_order({s.id: list(s.depends_on) for s in plan.steps})
-    tree = Tree("[bold]graph[/] (a step runs after the steps it is listed under)")
-    nodes: dict[str, Tree] = {}
-    for sid in order:
-        step = plan.step(sid)
-        label = f"{sid} [dim]({step.tool or step.action})[/]"
-        if step.depends_on:
-            parent = nodes.get(step.depends_on[0], tree)
-            others = list(step.depends_on[1:])
-            label += f" [dim]also after {', '.join(others)}[/]" if others else ""
-        else:
-            parent = tree
-        nodes[sid] = parent.add(label)
-    console.print(tree)
+def terminal_approver(
+    console: Console, *, yes: bool, author: str = "plan", json_out: bool = False
+) -> Approver:
+    """The CLI's approver: ``--yes`` approves; otherwise the approval screen
+    (:mod:`planrail.engine.approval_view`: every value, where it comes from, the plan hash,
+    the replan diff) is shown and a person is asked; without a terminal, no. ``author`` says
+    who wrote the plan's literals (``planner`` for ``planrail plan``). The screens shown are
+    kept as ``approver.views``; ``planrail review --json`` prints the same data."""
+    from planrail.cli.approval_screen import print_view
+    from planrail.engine.approval_view import build_view
 
-
-def print_sources(console: Console, request: ApprovalRequest) -> None:
-    """For each step to approve: where each argument value comes from."""
-    for sid in request.steps:
-        console.print(f"[bold]{sid}[/] ({request.side_effects.get(sid, '?')}):")
-        for name, sources in request.sources(sid).items():
-            style = "green" if sources == ["user"] else "cyan"
-            shown = (
-                "from the user (written in the plan)" if sources == ["user"] else ", ".join(sources)
-            )
-            console.print(f"  {name}: [{style}]{shown}[/]")
-
-
-def terminal_approver(console: Console, *, yes: bool) -> Approver:
-    """The CLI's approver: ``--yes`` approves; otherwise the plan, its graph and where every
-    argument comes from are shown and a person is asked; without a terminal, no."""
+    views: list[Any] = []
 
     async def approver(request: ApprovalRequest) -> bool:
+        view = build_view(request, author="planner" if author == "planner" else "plan")
+        views.append(view)
         if yes:
             return True
-        print_plan(console, request.plan, request.side_effects)
-        print_graph(console, request.plan)
-        print_sources(console, request)
-        if request.reused:
-            console.print(f"reused (not run again): {', '.join(request.reused)}")
-        console.print(
-            f"{len(request.steps)} step(s) change the world: {', '.join(request.steps)}"
-            f" [dim](plan {request.plan_hash[:19]}…)[/]"
-        )
+        print_view(console, view)
         if not sys.stdin.isatty():
             console.print("[red]approval needed[/]: no terminal to ask on; pass --yes to approve")
             return False
         return await asyncio.to_thread(typer.confirm, "Run this plan?", default=False, err=True)
 
     approver.label = "--yes" if yes else "operator (terminal)"  # type: ignore[attr-defined]
+    approver.views = views  # type: ignore[attr-defined]
     return approver
 
 
 # ---------------------------------------------------------------- running
 
 
-def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult:
+def execute(
+    execution: Execution, console: Console, *, quiet: bool, redactor: Redactor | None = None
+) -> RunResult:
     """Run with live progress; Ctrl-C cancels the run cleanly and exits 130. A tool runner the
     command made for the run (``--backend``) is closed after it (an execution closes only its
     own)."""
@@ -318,19 +299,75 @@ def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult
         except KeyboardInterrupt:
             pass
         except PlanrailError as exc:  # the run could not start: busy, another plan, a policy
-            raise fail(console, exc.message, ExitCode.USAGE) from None
+            message = exc.message if redactor is None else redactor.text(exc.message)
+            raise fail(console, message, ExitCode.USAGE) from None
     result = execution.result()
     console.print("[magenta]interrupted[/]: running steps were cancelled; the run is cancelled")
     return result
 
 
-def emit_result(result: RunResult, console: Console, *, json_out: bool) -> None:
+ShowSecretsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--show-secrets",
+        help="Print secret values in clear (local debugging only; never in CI logs)."
+        " By default every output redacts them as the store does.",
+    ),
+]
+
+
+def emit_result(
+    result: RunResult,
+    console: Console,
+    *,
+    json_out: bool,
+    redactor: Redactor | None = None,
+) -> None:
+    """Print the run's summary (or its JSON), secrets redacted by ``redactor`` exactly as the
+    store redacts them (``None``: nothing to redact, or ``--show-secrets``)."""
+    if redactor is not None:
+        result = redacted_result(result, redactor)
     if json_out:
         print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
     else:
         print_result(console, result)
         if result.output is not None:
             console.print_json(json.dumps(result.output, ensure_ascii=False, default=str))
+
+
+def redacted_result(result: RunResult, redactor: Redactor) -> RunResult:
+    """A copy of ``result`` as the store records it: each step's output through the redactor
+    (secret parts replaced by ``***``), every known secret value scrubbed from the rest."""
+    steps = {
+        sid: dataclasses.replace(
+            r,
+            output=redactor.output(sid, r.output),
+            error=redactor.scrub(r.error),
+            reason=None if r.reason is None else redactor.text(r.reason),
+        )
+        for sid, r in result.steps.items()
+    }
+    return dataclasses.replace(
+        result,
+        steps=steps,
+        output=redactor.scrub(result.output),
+        error=None if result.error is None else redactor.text(result.error),
+    )
+
+
+def redactor_for(plan: Any, registry: ToolRegistry, runs: list[RunResult]) -> Redactor | None:
+    """A redactor that knows the secrets of finished runs of ``plan`` (for output printed
+    after an agent ran several executions): it learns them from the runs' outputs."""
+    if plan is None:
+        return None
+    redactor = Redactor.for_plan(plan, registry)
+    if redactor is None:
+        return None
+    for run in runs:
+        for sid, r in run.steps.items():
+            if sid in plan.by_id:
+                redactor.output(sid, r.output)
+    return redactor
 
 
 def exit_code(result: RunResult) -> ExitCode:

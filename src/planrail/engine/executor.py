@@ -22,7 +22,7 @@ from typing import Any, Literal
 from planrail._memory import long_lived
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine import gate
-from planrail.engine.approval import ApprovalRequiredError, Approver
+from planrail.engine.approval import ApprovalRequest, ApprovalRequiredError, Approver
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import Checkpointer, RunBusyError
 from planrail.engine.events import Event, EventType
@@ -38,6 +38,7 @@ from planrail.engine.step_runner import (
     ToolAction,
 )
 from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
+from planrail.plan.copied import provenance_for
 from planrail.plan.effects import effects_of, step_effect
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
@@ -105,6 +106,7 @@ class Execution:
         reason: str = "plan",
         approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
         call_guard: CallGuard | None = None,
+        previous: Plan | None = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -141,6 +143,12 @@ class Execution:
         self._extra_handlers = dict(handlers or {})
         self._restored: dict[str, StepResult] = dict(restored or {})
         """Steps that already succeeded (a replan or a repaired stream): reused, not run."""
+        self._seen: list[str] = list(self._restored)
+        """The steps whose outputs the plan's author saw (a replan's reused steps): literals
+        copied from them are not the user's (:mod:`planrail.plan.copied`)."""
+        self.previous = previous
+        """The plan version approved before this one (a replan's): the approver sees the
+        difference."""
         self._in_doubt: dict[str, StepResult] = {}
         self._ckpt: Checkpointer | None = None
         self._dirty: set[str] = set()
@@ -377,16 +385,48 @@ class Execution:
         while self._events:
             yield self._events.popleft()
 
+    def approval_request(
+        self, needed: list[str] | None = None, plan_hash: str | None = None
+    ) -> ApprovalRequest:
+        """What the approver is shown for this plan (``needed``: the steps that need approval,
+        default those the gate would ask about); ``request.view()`` is the approval screen."""
+        return ApprovalRequest.build(
+            self.plan,
+            self.registry,
+            self.effects,
+            gate.needed_for(self, self.plan, self.effects) if needed is None else needed,
+            reason=self.reason,
+            reused=self._restored,
+            plan_hash=self.plan.fresh_hash() if plan_hash is None else plan_hash,
+            run_id=self.run_id,
+            provenance=self.provenance(),
+            outputs={sid: r.output for sid, r in self._restored.items()},
+            previous=self.previous,
+            redactor=self.redactor,
+        )
+
     def _build_guard(self) -> None:
         if self.security is None:
             return
         self._guard = SecurityGuard(
             self.security,
-            Provenance(self._steps, self.registry),
+            self.provenance(),
             run_id=self.run_id,
             approve_call=self._approve_call,
             on_decision=self._decided,
             redactor=self.redactor,
+        )
+
+    def provenance(self) -> Provenance:
+        """Where this run's values come from: the security policy's trusted sources, the goal,
+        and the outputs the plan's author saw (:func:`planrail.plan.copied.provenance_for`)."""
+        seen = {s: self._restored[s].output for s in self._seen if s in self._restored}
+        return provenance_for(
+            self._steps,
+            self.registry,
+            goal=self.plan.goal,
+            trusted=self.security.trusted if self.security is not None else (),
+            seen=seen,
         )
 
     async def _open_checkpoint(self) -> None:
@@ -698,6 +738,8 @@ class Execution:
         try:
             if outcome.status == S.SUCCEEDED:
                 self.outputs[sid] = outcome.output
+                if sid in self._seen and self._guard is not None:  # a seen step ran again
+                    self._guard.provenance.saw(sid, outcome.output)
                 kind = E.STEP_DEGRADED if outcome.degraded else E.STEP_SUCCEEDED
                 if outcome.degraded and outcome.reason:
                     data["reason"] = outcome.reason

@@ -163,6 +163,7 @@ def _entry(entry: Any, where: str) -> ToolSpec:
         requires_approval=_typed(extra, "requires_approval", bool, where),
         secret_params=frozenset(secrets),
         estimated_duration=_typed(extra, "estimated_duration", float, where, positive=True),
+        trusted=bool(_typed(extra, "trusted", bool, where)),
     )
 
 

@@ -109,6 +109,11 @@ class ToolSpec:
     """Typical seconds per call, used to put the longest remaining path first."""
     sensitivity: Sensitivity = "public"
     """How sensitive the tool's output is, for security policies and redaction."""
+    trusted: bool = False
+    """The tool's output is trustworthy (the user's own contacts, the clock, the account's own
+    IBAN): security policies treat values read from it like the user's (declared once, here or
+    as ``x-planrail.trusted`` in a catalog; one field: ``x-planrail-trusted`` in the output
+    schema)."""
     compute: Mapping[str, float] | None = None
     """What one call needs where it runs (``num_cpus``, ``num_gpus``, ``memory`` in bytes), for
     runners that place calls on a cluster (Ray); a step's ``compute`` overrides it."""
@@ -123,6 +128,8 @@ class ToolSpec:
         if self.output_schema is not None:
             entry["outputSchema"] = self.output_schema
         entry["x-planrail"] = {"side_effects": self.side_effects}
+        if self.trusted:
+            entry["x-planrail"]["trusted"] = True
         return entry
 
 
@@ -286,6 +293,7 @@ def tool(
     estimated_duration: float | None = None,
     sensitivity: Sensitivity = "public",
     compute: Mapping[str, float] | None = None,
+    trusted: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -304,6 +312,7 @@ def tool(
     estimated_duration: float | None = None,
     sensitivity: Sensitivity = "public",
     compute: Mapping[str, float] | None = None,
+    trusted: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a sync or async function a planrail tool.
 
@@ -324,6 +333,7 @@ def tool(
             estimated_duration=estimated_duration,
             sensitivity=sensitivity,
             compute=compute,
+            trusted=trusted,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -343,6 +353,7 @@ def _build_tool(
     estimated_duration: float | None,
     sensitivity: Sensitivity = "public",
     compute: Mapping[str, float] | None = None,
+    trusted: bool = False,
 ) -> Tool:
     if not callable(f):
         raise ToolDefinitionError(f"@tool needs a function, got {f!r}")
@@ -431,6 +442,7 @@ def _build_tool(
         estimated_duration=estimated_duration,
         sensitivity=sensitivity,
         compute=compute,
+        trusted=bool(trusted),
     )
     ret = hints.get("return")
     scalar = ret if ret in (str, int, bool) else None
