@@ -37,6 +37,7 @@ from planrail.cli.common import (
     security_policy,
     terminal_approver,
 )
+from planrail.cli.jsonout import json_text
 from planrail.cli.render import print_result
 from planrail.errors import PlanrailError
 from planrail.llm import Budget, PriceTable, open_llm
@@ -148,7 +149,7 @@ def plan_cmd(
         console.print("[magenta]interrupted[/]")
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     if json_out:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        print(json_text(result.to_dict()))
     else:
         _print(console, result)
     raise typer.Exit(_exit_code(result))
@@ -178,7 +179,7 @@ def _print(console: Console, result: AgentResult) -> None:
     if result.run is not None and result.status != "refused":
         print_result(console, result.run)
         if result.output is not None:
-            console.print_json(json.dumps(result.output, ensure_ascii=False, default=str))
+            console.print_json(json_text(result.output))
     if result.status == "refused":
         console.print(f"[red]approval refused[/]: {escape(result.reason or '')}")
     elif result.reason and result.status != "succeeded":
