@@ -144,6 +144,13 @@ def build_plan() -> dict[str, Any]:
 
 def main() -> int:
     exit_on_interrupt()  # as the `planrail` entry point does
+    try:
+        return _main()
+    except KeyboardInterrupt:  # before the run is driven: what click does (no traceback)
+        return int(ExitCode.INTERRUPTED)
+
+
+def _main() -> int:
     print("ready", flush=True)
     line = sys.stdin.readline()
     if not line.strip():

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 
@@ -67,8 +67,8 @@ class Interrupts:
         if self.count > 1:
             self.exit_now("interrupted again")
         loop, task = self._loop, self._task
-        if loop is None or task is None or loop.is_closed():
-            raise KeyboardInterrupt  # not running yet (or any more): the usual way out
+        if loop is None or task is None or loop.is_closed() or task.done():
+            self.exit_now("interrupted")  # before the run started, or after it ended
         self.console.print(
             "[magenta]interrupting[/]: cancelling the run and recording it"
             f" (Ctrl-C again to exit at once; exiting anyway in {self.grace:g}s)"
@@ -78,7 +78,7 @@ class Interrupts:
         self._timer.daemon = True
         self._timer.start()
 
-    def exit_now(self, why: str) -> None:
+    def exit_now(self, why: str) -> NoReturn:
         """Exit 130 at once: no traceback, no waiting for threads."""
         try:
             self.console.print(f"[magenta]interrupted[/]: {why}; exiting now (exit 130)")
@@ -89,19 +89,9 @@ class Interrupts:
 
 
 def exit_on_interrupt() -> None:
-    """Outside a run (loading tools, printing, closing a store), Ctrl-C exits 130 at once, with
-    one line and no traceback; while a run is driven, :class:`Interrupts` takes over. Python
-    resets the handler when it finalizes: from then on SIGINT is ignored (never death by it)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        try:
-            sys.stderr.write("interrupted\n")
-            sys.stderr.flush()
-            sys.stdout.flush()
-        finally:
-            os._exit(EXIT_INTERRUPTED)
-
-    signal.signal(signal.SIGINT, on_sigint)
-    atexit.register(signal.signal, signal.SIGINT, signal.SIG_IGN)
+    """From the end of the command on, SIGINT is ignored: Python resets a handler it installed
+    to the default when it finalizes, and a Ctrl-C then would kill the process by the signal
+    (not exit 130). Called by the ``planrail`` entry point; :class:`Interrupts` handles SIGINT
+    while a run is driven, and keeps handling it (exit 130 at once) until the process exits."""
+    if threading.current_thread() is threading.main_thread():
+        atexit.register(signal.signal, signal.SIGINT, signal.SIG_IGN)
