@@ -35,6 +35,9 @@ for _name in _COMMANDS:
 
 def main(argv: list[str] | None = None) -> Any:
     """Entry point of the ``planrail`` script."""
+    from planrail.cli.interrupts import exit_on_interrupt
+
+    exit_on_interrupt()
     try:
         return app(args=argv, prog_name="planrail")
     except PlanrailError as exc:  # anything not handled by a command: one line, never a traceback

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from planrail.cli.jsonout import json_text
 from planrail.cli.render import print_issues, print_result
 from planrail.engine.approval import ApprovalRequest, Approver
 from planrail.engine.executor import Execution
@@ -206,7 +206,7 @@ def ask_call(console: Console) -> Any:
             f"step [bold]{request.step_id}[/] calls [bold]{request.tool}[/]:"
             f" {request.decision.reason}"
         )
-        console.print_json(json.dumps(request.args, ensure_ascii=False, default=str))
+        console.print_json(json_text(request.args))
         return typer.confirm(
             f"Allow this call ({request.args_hash[:19]}…)?", default=False, err=True
         )
@@ -236,7 +236,7 @@ def open_store_or_exit(url: str | None, console: Console) -> Store:
 
 def report_invalid(console: Console, report: ValidationReport, source: str, json_out: bool) -> None:
     if json_out:
-        print(json.dumps(report.to_dict(), ensure_ascii=False))
+        print(json_text(report.to_dict()))
     else:
         print_issues(console, report, source)
 
@@ -276,15 +276,26 @@ def terminal_approver(
 # ---------------------------------------------------------------- running
 
 
+INTERRUPT_GRACE = 5.0
+"""Seconds a cancelled run may take to record itself after the first Ctrl-C (or SIGTERM is not
+handled: only SIGINT); a second Ctrl-C within them, or their end, exits 130 at once."""
+
+
 def execute(
     execution: Execution, console: Console, *, quiet: bool, redactor: Redactor | None = None
 ) -> RunResult:
-    """Run with live progress; Ctrl-C cancels the run cleanly and exits 130. A tool runner the
-    command made for the run (``--backend``) is closed after it (an execution closes only its
-    own)."""
+    """Run with live progress. The first Ctrl-C cancels the run, which records what it leaves
+    behind (a call under way is in doubt, or runs again with its key) and exits 130; a second
+    one, or a cancelled run still busy after ``INTERRUPT_GRACE`` seconds, exits 130 at once,
+    without a traceback. A tool runner the command made for the run (``--backend``) is closed
+    after it (an execution closes only its own)."""
+    from planrail.cli.interrupts import Interrupts
     from planrail.cli.progress import make_progress
 
+    interrupts = Interrupts(console, INTERRUPT_GRACE)
+
     async def run_then_close() -> RunResult:
+        interrupts.attach(asyncio.current_task())
         try:
             return await execution.run()
         finally:
@@ -293,17 +304,30 @@ def execute(
 
     progress = make_progress(console, [s.id for s in execution.plan.steps], quiet=quiet)
     execution.observers.append(progress)
-    with progress:
+    with progress, interrupts:
         try:
-            return asyncio.run(run_then_close())
-        except KeyboardInterrupt:
-            pass
+            result = asyncio.run(run_then_close())
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            result = None
         except PlanrailError as exc:  # the run could not start: busy, another plan, a policy
             message = exc.message if redactor is None else redactor.text(exc.message)
             raise fail(console, message, ExitCode.USAGE) from None
-    result = execution.result()
+    report_abandoned(execution, console)
+    if result is not None:
+        return result
     console.print("[magenta]interrupted[/]: running steps were cancelled; the run is cancelled")
-    return result
+    return execution.result()
+
+
+def report_abandoned(execution: Execution, console: Console) -> None:
+    """Say how many sync calls were given up on while still running (timed out or cancelled):
+    the process exits without waiting for them."""
+    count = getattr(execution.tool_runner, "abandoned", 0)
+    if isinstance(count, int) and count:
+        console.print(
+            f"[yellow]note[/]: {count} sync tool call(s) timed out or were cancelled and still"
+            " run in their thread; planrail does not wait for them"
+        )
 
 
 ShowSecretsOpt = Annotated[
@@ -328,11 +352,11 @@ def emit_result(
     if redactor is not None:
         result = redacted_result(result, redactor)
     if json_out:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        print(json_text(result.to_dict()))
     else:
         print_result(console, result)
         if result.output is not None:
-            console.print_json(json.dumps(result.output, ensure_ascii=False, default=str))
+            console.print_json(json_text(result.output))
 
 
 def redacted_result(result: RunResult, redactor: Redactor) -> RunResult:

@@ -40,6 +40,7 @@ from planrail.cli.common import (
     security_policy,
     terminal_approver,
 )
+from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_result
 from planrail.errors import PlanrailError
@@ -156,11 +157,7 @@ def plan_cmd(
     redactor = None if show_secrets else redactor_for(result.plan, registry, result.runs)
     if json_out:
         data = result.to_dict()
-        print(
-            json.dumps(
-                data if redactor is None else redactor.scrub(data), ensure_ascii=False, default=str
-            )
-        )
+        print(json_text(data if redactor is None else redactor.scrub(data)))
     else:
         _print(console, result, redactor)
     raise typer.Exit(_exit_code(result))
@@ -195,7 +192,7 @@ def _print(console: Console, result: AgentResult, redactor: Redactor | None) -> 
         print_result(console, run)
         output = result.output if redactor is None else redactor.scrub(result.output)
         if output is not None:
-            console.print_json(json.dumps(output, ensure_ascii=False, default=str))
+            console.print_json(json_text(output))
     if result.status == "refused":
         console.print(f"[red]approval refused[/]: {escape(clean(result.reason or ''))}")
     elif result.reason and result.status != "succeeded":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +39,7 @@ from planrail.cli.common import (
     security_policy,
     tool_runner_for,
 )
+from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_issues
 from planrail.errors import PlanrailError
@@ -85,7 +85,7 @@ def validate_cmd(
     has_tools = bool(tools or catalog) or hub is not None
     report = check_plan(plan, registry if has_tools else None, options=options)
     if json_out:
-        print(json.dumps(report.to_dict(), ensure_ascii=False))
+        print(json_text(report.to_dict()))
     else:
         print_issues(console, report, str(plan))
         if not has_tools and report.valid:

@@ -24,7 +24,7 @@ from planrail.clock import SYSTEM_CLOCK
 from planrail.engine import gate
 from planrail.engine.approval import ApprovalRequest, ApprovalRequiredError, Approver
 from planrail.engine.call_guard import CallGuard
-from planrail.engine.checkpoint import Checkpointer, RunBusyError
+from planrail.engine.checkpoint import Checkpointer, LeaseLostError, RunBusyError
 from planrail.engine.events import Event, EventType
 from planrail.engine.guard import SecurityGuard
 from planrail.engine.result import RunResult, StepResult
@@ -37,7 +37,7 @@ from planrail.engine.step_runner import (
     StepRunner,
     ToolAction,
 )
-from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
+from planrail.errors import PlanrailError, ReferenceResolutionError, StoreError, error_dict
 from planrail.plan.copied import provenance_for
 from planrail.plan.effects import effects_of, step_effect
 from planrail.plan.graph import critical_path_lengths
@@ -153,6 +153,7 @@ class Execution:
         self._ckpt: Checkpointer | None = None
         self._dirty: set[str] = set()
         """Steps whose record changed since the last commit."""
+        self._last_dirty: set[str] = set()
         self._pending_outcomes: dict[str, Outcome] = {}
         """Outcomes waiting for their commit before the scheduler hears of them."""
         self._flush_pending = False
@@ -341,6 +342,8 @@ class Execution:
             on_attempt=self._on_attempt,
             guard=None if self.calls is None else self.calls.check,
             stage_goals=self._stage_goals,
+            items_done=self._ckpt.items_done if self._ckpt is not None else None,
+            on_item=self._item_done if self._ckpt is not None else None,
         )
         self.status = "running"
         if self._ckpt is not None:
@@ -601,6 +604,12 @@ class Execution:
                 reason=f"{self._abort_reason} while its call was under way: it may or may not"
                 " have happened; decide with `planrail resolve`",
             )
+        if sid in self._calling:
+            return Outcome(
+                S.CANCELLED,
+                reason=f"{self._abort_reason} while its call was under way; its tool honours"
+                " idempotency keys: a resume calls it again with the same key",
+            )
         return Outcome(S.CANCELLED, reason=self._abort_reason)
 
     def _context(self, step: Step) -> Callable[[int], StepContext]:
@@ -631,6 +640,15 @@ class Execution:
         await self._guard.admit(step, item, attempt, args, self.outputs)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
             self._ckpt.intent(self.results[step.id], step, item, attempt, args)
+
+    def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
+        """An item of a fan-out succeeded: commit it now (a resume will not run it again)."""
+        if self._ckpt is None or self._aborted:
+            return
+        try:
+            self._ckpt.item_done(self.results[step.id], index, item, output)
+        except Exception:  # the step's own record will say what happened; the item just reruns
+            log.exception("could not record item %d of step %s", index, step.id)
 
     def _decided(self, step_id: str, attempt: int, data: dict[str, Any]) -> None:
         self._emit(E.POLICY_DECISION, step_id, attempt, data)
@@ -711,6 +729,10 @@ class Execution:
         try:
             self._save_dirty()
         except Exception as exc:
+            if self._save_singly(outcomes, exc):
+                for sid, outcome in outcomes.items():
+                    self._apply(sid, outcome)
+                return
             log.exception("could not record step outcomes; stopping the run")
             self.error = f"the store failed: {exc}"
             self._aborted = True  # start nothing more: its outcome could not be recorded either
@@ -721,9 +743,43 @@ class Execution:
         for sid, outcome in outcomes.items():
             self._apply(sid, outcome)
 
+    def _save_singly(self, outcomes: dict[str, Outcome], exc: Exception) -> bool:
+        """One commit of several outcomes failed: record them one by one, so that one step the
+        store refuses never loses the others. A step whose own record fails is recorded as
+        failed (in doubt if its tool may not run again: its effect did happen) and ``outcomes``
+        is updated. False when even that fails (the store is down): the run must stop."""
+        assert self._ckpt is not None
+        left = [sid for sid in self._last_dirty if sid in self.results]
+        if isinstance(exc, LeaseLostError):
+            return False
+        for sid in left:
+            try:
+                self._ckpt.record([self.results[sid]], self.args)
+            except LeaseLostError:
+                return False
+            except Exception as one:
+                res = self.results[sid]
+                why = f"its outcome could not be recorded: {one}"
+                if self.error is None:
+                    self.error = f"the store failed for step '{sid}': {one}"
+                status = S.FAILED if self.effects[sid].may_rerun else S.IN_DOUBT
+                res.status, res.output, res.reason = status, None, why
+                res.error = error_dict(StoreError(why, step_id=sid))
+                self.args.pop(sid, None)
+                if sid in outcomes:
+                    outcomes[sid] = Outcome(
+                        status, error=res.error, reason=why, attempts=res.attempts
+                    )
+                try:
+                    self._ckpt.record([res], self.args)
+                except Exception:
+                    return False
+        return True
+
     def _save_dirty(self) -> None:
         if self._ckpt is not None and self._dirty:
             dirty, self._dirty = self._dirty, set()
+            self._last_dirty = dirty
             self._ckpt.record([self.results[s] for s in dirty], self.args)
 
     def _apply(self, sid: str, outcome: Outcome) -> None:
