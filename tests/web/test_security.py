@@ -226,3 +226,24 @@ def test_retry_a_failed_step_and_resolve_decisions_go_through_the_operations(
     )
     assert refused.status_code == 409
     assert "not in doubt" in refused.json()["error"]["message"]
+
+
+def test_the_run_page_draws_the_plans_stages_as_groups(store: Store) -> None:
+    """A plan cut into stages shows each stage as a labelled group around its steps on the
+    run page's graph (the SVG frames of ``observe.layout``), with its sub-goal."""
+    plan = {
+        "goal": "two stages",
+        "stages": [
+            {"id": "gather", "goal": "collect the numbers", "steps": ["a"]},
+            {"id": "report", "goal": "tell the user", "steps": ["b"]},
+        ],
+        "steps": [
+            {"id": "a", "tool": "quick", "args": {"n": 1}},
+            {"id": "b", "tool": "quick", "args": {"n": "${a}"}, "depends_on": ["a"]},
+        ],
+    }
+    result = asyncio.run(planrail.arun(plan, registry(), store=store, run_id="staged"))
+    assert result.status == "succeeded"
+    page = _signed_in(store).get("/runs/staged").text
+    assert "gather: collect the numbers" in page
+    assert "report: tell the user" in page
