@@ -301,3 +301,19 @@ async def test_a_run_with_a_secret_literal_in_its_plan_says_how_to_continue(
     resumed = await planrail.prepare(plan, [call_api], store=store, run_id="r7").run()
     assert resumed.status == "succeeded"
     store.close()
+
+
+async def test_a_strict_policy_refuses_a_placeholder_in_a_side_effecting_argument() -> None:
+    """``"<user_id>"`` in a payment's arguments is a warning for validation, but a run under a
+    strict security policy refuses it before anything runs (``placeholder_literal`` error)."""
+    plan = {
+        "goal": "pay",
+        "steps": [{"id": "b", "tool": "pay", "args": {"to": "<user_id>", "amount": 10}}],
+    }
+    report = planrail.validate(plan, TOOLS)
+    assert [w.code for w in report.warnings] == ["placeholder_literal"]
+    strict = planrail.SecurityPolicy(strict=True)
+    with pytest.raises(planrail.PlanValidationError) as err:
+        await planrail.arun(plan, TOOLS, security=strict, approve=True)
+    assert [i.code for i in err.value.issues] == ["placeholder_literal"]
+    assert CALLS == []

@@ -49,9 +49,9 @@ from planrail.plan.validate import (
     Level,
     ValidationOptions,
     check_plan,
-    validate,
 )
 from planrail.runs import prepare
+from planrail.runs.build import validation_options
 
 __all__: list[str] = []
 
@@ -149,7 +149,8 @@ def run_cmd(
         raise fail(
             console, "run needs --tools or --mcp: the code of the plan's tools", ExitCode.USAGE
         )
-    report = validate(plan, registry)
+    security = security_policy(policy, strict, console)
+    report = check_plan(plan, registry, options=validation_options(security))
     if not report.valid:
         report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
@@ -159,7 +160,7 @@ def run_cmd(
         report.plan,
         registry,
         store=open_store_or_exit(store, console),
-        security=security_policy(policy, strict, console),
+        security=security,
         llm=open_llm_or_exit(model, base_url, console),
         tool_runner=tool_runner_for(backend, ray_address, max_concurrency, console),
         run_id=run_id,

@@ -20,14 +20,14 @@ from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
 from planrail.plan.secrets import REDACTED
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
-from planrail.plan.validate import validate
+from planrail.plan.validate import ValidationOptions, check_plan, validate
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy
 from planrail.runs.llm_step import LLMStepHandler
 from planrail.store.base import Store
 from planrail.types import Clock, Observer
 
-__all__ = ["PlanInput", "ToolsInput", "arun", "prepare", "resume", "run"]
+__all__ = ["PlanInput", "ToolsInput", "arun", "prepare", "resume", "run", "validation_options"]
 
 PlanInput = Plan | Mapping[str, Any] | str | Path
 ToolsInput = ToolRegistry | Iterable[AnyTool] | None
@@ -89,7 +89,9 @@ def prepare(
     # Everything built here lives as long as the run, which keeps it out of full collections
     # (planrail._memory.long_lived): collecting in between would only scan it once for nothing.
     with collector_paused():
-        checked = validate(source, registry, limits=limits).raise_for_errors()
+        checked = check_plan(
+            source, registry, options=validation_options(security), limits=limits
+        ).raise_for_errors()
         return Execution(
             checked,
             registry,
@@ -115,6 +117,15 @@ def prepare(
             call_guard=call_guard,
             previous=previous,
         )
+
+
+def validation_options(security: SecurityPolicy | None) -> ValidationOptions:
+    """How a run's plan is validated under its security policy: a strict policy makes a
+    placeholder literal (``"<user_id>"``, ``"{{a.id}}"``) in the arguments of a step that
+    changes the world an error, so nothing runs with it."""
+    if security is not None and security.strict:
+        return ValidationOptions(placeholders_in_side_effects="error")
+    return ValidationOptions()
 
 
 def resume(run_id: str, tools: ToolsInput, *, store: Store, **options: Any) -> Execution:
