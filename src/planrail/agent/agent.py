@@ -26,7 +26,7 @@ from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable
 from planrail.llm.errors import BudgetExceededError, LLMError
 from planrail.plan.model import Plan
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
-from planrail.planner.planner import Planner, PlanningError
+from planrail.planner.planner import Planner, PlanningError, PromptMode
 from planrail.planner.retry import LLMRetry
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy
@@ -95,6 +95,7 @@ class Agent:
         tool_runner: ToolRunner | None = None,
         approve_call: ApproveCall | None = None,
         run_id: str | None = None,
+        prompt: PromptMode = "auto",
     ) -> None:
         if max_replans < 0:
             raise ValueError("max_replans must be >= 0")
@@ -121,6 +122,8 @@ class Agent:
         self.tool_runner = tool_runner
         self.approve_call = approve_call
         self.run_id = run_id
+        self.prompt: PromptMode = prompt
+        """The planner's prompt mode: ``full``, ``compact`` or ``auto`` (by context size)."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -167,6 +170,7 @@ class Agent:
             retry=self.retry,
             clock=self.clock,
             on_event=lambda kind, data: trace.note(kind, **data),
+            prompt=self.prompt,
         )
         result = AgentResult(goal, trace=trace.events)
         return RunContext(
