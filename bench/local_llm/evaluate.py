@@ -44,6 +44,8 @@ class GoalResult:
     structured: str
     executed: list[str] = field(default_factory=list)
     status: str = ""
+    raws: list[str] = field(default_factory=list)
+    """Every attempt's raw answer."""
 
 
 def _client(args: argparse.Namespace) -> OpenAIClient:
@@ -98,6 +100,7 @@ async def plan_one(goal: Goal, args: argparse.Namespace) -> GoalResult:
         result.attempts[-1].structured if result.attempts else "",
         executed,
         result.status,
+        [a.raw for a in result.attempts],
     )
 
 
