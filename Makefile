@@ -7,7 +7,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint typecheck unit install bench bench-deps bench-quick soak clean
+.PHONY: demo test lint typecheck unit install bench bench-deps bench-quick soak clean test-llm
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ soak: $(TEST_STAMP)
 	source scripts/test-services.sh && PLANRAIL_SOAK_TRIALS=$${PLANRAIL_SOAK_TRIALS:-500} $(VENV)/bin/pytest -q -m slow
 
 test: lint typecheck unit
+
+# Optional, not part of `make test`: a real small model (llama.cpp's server, a registry model)
+# plans the goal set in bench/local_llm/. BASE_URL=http://host:port/v1 MODEL=name evaluates
+# another OpenAI-compatible server instead. See docs/local-models.md.
+test-llm: $(TEST_STAMP)
+	bash scripts/test-llm.sh $(ARGS)
 
 bench-deps: $(TEST_STAMP)
 	$(PIP) install --group bench

@@ -46,6 +46,7 @@
     │   └── LeaseLostError              this runner's lease expired or was taken (engine.checkpoint)
     ├── LLMError                        a model could not be asked, or answered badly (llm.errors)
     │   ├── LLMRequestError             the provider refused the request (4xx) (llm.errors)
+    │   │   └── LLMContextLengthError   the request does not fit the context   (llm.errors)
     │   └── BudgetExceededError         a run's LLM budget is spent (stops it) (llm.errors)
     ├── StoreError                      the store cannot be opened, read or written
     │   ├── StoreCorruptError           the store's files are damaged: planrail refuses to guess

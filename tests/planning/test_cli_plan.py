@@ -132,3 +132,23 @@ def test_plan_without_tools_is_a_usage_error() -> None:
     """--tools is required: exit 2."""
     result = CliRunner().invoke(app, ["plan", GOAL, "--model", "test-model"])
     assert result.exit_code == 2
+
+
+def test_plan_generation_options_reach_the_server(tmp_path: Path, server: LLMTestServer) -> None:
+    """--max-tokens, --temperature, --seed and --prompt compact shape the request; --json
+    records each attempt's raw answer, the structured-output form and the prompt mode."""
+    module, _log = _tools(tmp_path)
+    plan = {"steps": [{"id": "s", "tool": "search", "args": {"query": "q"}, "depends_on": []}]}
+    server.add(Reply.json(plan))
+    args = ["plan", GOAL, "--tools", str(module), "--model", "test-model", "--yes", "--json"]
+    args += ["--base-url", server.url, "--no-stream", "--max-tokens", "321", "--seed", "5"]
+    args += ["--temperature", "0", "--prompt", "compact", "--timeout", "30"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    body = server.completions[0].body
+    assert (body["max_tokens"], body["seed"], body["temperature"]) == (321, 5, 0)
+    assert body["messages"][0]["content"].startswith("Write a plan as JSON")
+    planning = json.loads(result.output)["planning"]
+    assert planning[0]["structured"] == "json_schema"
+    assert planning[0]["prompt"] == "compact"
+    assert json.loads(planning[0]["raw"]) == plan

@@ -75,3 +75,9 @@ def test_step_stream_is_independent_of_chunking(cuts: list[int]) -> None:
         pos += size
     found.extend(scanner.feed(text[pos:]))
     assert found == plan["steps"]
+
+
+def test_raw_newlines_inside_strings_are_read() -> None:
+    """A raw newline inside a string (a grammar-constrained small model wrote one) is read as
+    a newline, not refused."""
+    assert extract_json('{"city": "New York\n NY"}') == {"city": "New York\n NY"}

@@ -28,9 +28,9 @@ async def test_structured_output_uses_json_schema(
     assert response.usage.output_tokens == 2
 
 
-async def test_falls_back_to_json_mode_when_schema_refused() -> None:
-    """A server refusing json_schema (HTTP 400) is asked again in JSON mode, with the schema
-    in the prompt; the client remembers and asks in JSON mode from then on."""
+async def test_falls_back_when_schema_refused() -> None:
+    """A server refusing json_schema (HTTP 400) is asked again in the next simpler form
+    (llama.cpp's json_object + schema); the client remembers and asks in it from then on."""
     with LLMTestServer([Reply.json({"n": 1}), Reply.json({"n": 2})], json_schema=False) as srv:
         async with OpenAIClient("m", base_url=srv.url) as llm:
             first = await llm.complete([Message("user", "a")], schema=SCHEMA)
@@ -39,8 +39,10 @@ async def test_falls_back_to_json_mode_when_schema_refused() -> None:
     assert first.data == {"n": 1}
     assert second.data == {"n": 2}
     assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
-    assert "JSON Schema" in srv.completions[1].messages[-1]["content"]
-    assert first.structured == "json_object"
+    assert formats[1]["schema"] == SCHEMA
+    assert first.structured == "json_object_schema"
+    assert first.fallbacks == ("json_schema: HTTP 400",)
+    assert second.fallbacks == ()
 
 
 async def test_plain_mode_parses_fenced_json(server: LLMTestServer) -> None:

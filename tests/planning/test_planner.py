@@ -28,8 +28,8 @@ async def test_mechanical_fixes_need_no_model_call(kit: Kit) -> None:
 async def test_repair_loop_is_bounded_and_keeps_every_attempt(kit: Kit) -> None:
     """An answer that stays invalid is sent back max_repairs times, then PlanningError
     carries every attempt: the messages, the raw answer and its issues."""
-    bad = {"goal": GOAL, "steps": [{"id": "x", "tool": "nope"}]}
-    llm = ScriptedLLM([bad] * 3)
+    bads = [{"goal": GOAL, "steps": [{"id": f"x{i}", "tool": "nope"}]} for i in range(3)]
+    llm = ScriptedLLM(bads)
     with pytest.raises(PlanningError) as info:
         await Planner(llm, kit.tools, max_repairs=2).plan(GOAL)
     err = info.value
@@ -68,8 +68,8 @@ async def test_a_bare_list_of_steps_is_accepted(kit: Kit) -> None:
 
 
 def test_schema_without_llm_steps() -> None:
-    """llm_steps=False leaves only tool_call in the action enum."""
+    """llm_steps=False leaves no llm_call shape among the step shapes; no tools, no tool shape."""
     schema = plan_schema(ToolRegistry(), llm_steps=False)
-    step = schema["properties"]["steps"]["items"]["properties"]
-    assert step["action"]["enum"] == ["tool_call"]
-    assert "enum" not in step["tool"]  # no tools: no empty enum
+    shapes = schema["properties"]["steps"]["items"]["anyOf"]
+    actions = [s["properties"].get("action", {}).get("enum") for s in shapes]
+    assert actions == [["condition_check"]]

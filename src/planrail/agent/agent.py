@@ -29,7 +29,7 @@ from planrail.plan.model import Plan
 from planrail.plan.secrets import Redactor
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
 from planrail.planner.finished import ReplanView, shape
-from planrail.planner.planner import Planner, PlanningError
+from planrail.planner.planner import Planner, PlanningError, PromptMode
 from planrail.planner.retry import LLMRetry
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy
@@ -103,6 +103,7 @@ class Agent:
         tool_runner: ToolRunner | None = None,
         approve_call: ApproveCall | None = None,
         run_id: str | None = None,
+        prompt: PromptMode = "auto",
     ) -> None:
         if max_replans < 0:
             raise ValueError("max_replans must be >= 0")
@@ -131,6 +132,8 @@ class Agent:
         self.tool_runner = tool_runner
         self.approve_call = approve_call
         self.run_id = run_id
+        self.prompt: PromptMode = prompt
+        """The planner's prompt mode: ``full``, ``compact`` or ``auto`` (by context size)."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -177,6 +180,7 @@ class Agent:
             retry=self.retry,
             clock=self.clock,
             on_event=lambda kind, data: self._planner_event(trace, kind, data),
+            prompt=self.prompt,
         )
         result = AgentResult(goal, trace=trace.events)
         return RunContext(

@@ -102,6 +102,11 @@ class AgentResult:
                     "changes": a.changes,
                     "usage": a.usage.to_dict(),
                     "retries": a.retries,
+                    "structured": a.structured,
+                    "fallbacks": a.fallbacks,
+                    "finish_reason": a.finish_reason,
+                    "prompt": a.prompt,
+                    "raw": a.raw,
                 }
                 for a in self.attempts
             ],

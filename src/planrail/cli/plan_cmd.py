@@ -111,6 +111,30 @@ def plan_cmd(
     json_out: JsonOpt = False,
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="Most tokens one answer may have (default: from the context)."),
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option(min=0.1, help="Seconds one model request may take.")
+    ] = None,
+    temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed (servers that take one).")] = None,
+    prompt: Annotated[
+        str,
+        typer.Option(help="Planner prompt: full, compact, or auto (compact for small contexts)."),
+    ] = "auto",
+    structured: Annotated[
+        str | None,
+        typer.Option(
+            help="Structured-output form to start from: json_schema_strict, json_schema,"
+            " json_object_schema (llama.cpp), json_object, none (default: by provider)."
+        ),
+    ] = None,
+    context_window: Annotated[
+        int | None,
+        typer.Option(min=256, help="The model's context size in tokens, when known."),
+    ] = None,
 ) -> None:
     """Have a model plan GOAL with the given tools, approve the plan, then run it.
 
@@ -121,11 +145,27 @@ def plan_cmd(
     registry = registry_from(tools, catalog, console)
     if add_mcp_tools(registry, mcp, mcp_config, console) is None and not tools:
         raise fail(console, "plan needs --tools or --mcp: the tools to plan with", ExitCode.USAGE)
+    if prompt not in ("full", "compact", "auto"):
+        raise fail(console, "--prompt must be full, compact or auto", ExitCode.USAGE)
+    options: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "max_tokens": max_tokens,
+            "timeout": timeout,
+            "temperature": temperature,
+            "seed": seed,
+            "structured": structured,
+            "context_window": context_window,
+        }.items()
+        if v is not None
+    }
     try:
-        llm = open_llm(model, base_url=base_url)
+        llm = open_llm(model, base_url=base_url, **options)
         table = PriceTable.from_mapping(json.loads(prices.read_text())) if prices else None
     except PlanrailError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
+    except TypeError as exc:
+        raise fail(console, f"{model}: option not supported ({exc})", ExitCode.USAGE) from None
     except (OSError, ValueError, AttributeError) as exc:
         raise fail(console, f"{prices}: not a price table ({exc})", ExitCode.USAGE) from None
     security = security_policy(policy, strict, console)
@@ -146,6 +186,7 @@ def plan_cmd(
         max_replans=max_replans,
         stream=stream,
         max_concurrency=max_concurrency,
+        prompt=prompt,  # type: ignore[arg-type]  # one of the three: checked above
     )
     if not (quiet or json_out):
         console.print(f"planning with {model}…")

@@ -10,6 +10,7 @@ from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, Price, PriceTab
 from planrail.llm.errors import (
     BudgetExceededError,
     LLMAnswerError,
+    LLMContextLengthError,
     LLMError,
     LLMRequestError,
     LLMUnavailableError,
@@ -24,6 +25,7 @@ __all__ = [
     "BudgetExceededError",
     "BudgetMeter",
     "LLMAnswerError",
+    "LLMContextLengthError",
     "LLMError",
     "LLMRequestError",
     "LLMResponse",

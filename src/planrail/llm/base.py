@@ -36,21 +36,38 @@ class Usage:
     output_tokens: int = 0
     calls: int = 0
     """How many model calls this usage covers."""
+    estimated: bool = False
+    """Some of the counts are estimates (the provider reported none, e.g. a stream without a
+    usage chunk): about 4 characters a token."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.calls + other.calls,
+            self.estimated or other.estimated,
         )
 
+    @classmethod
+    def estimate(cls, prompt: str, answer: str) -> Usage:
+        """One call's usage estimated from the text sent and received (~4 characters a token)."""
+        return cls(_tokens(prompt), _tokens(answer), 1, True)
+
     def to_dict(self) -> dict[str, int]:
-        """The ``{input_tokens, output_tokens, calls}`` form recorded with a step."""
-        return {
+        """The ``{input_tokens, output_tokens, calls}`` form recorded with a step (and
+        ``estimated: 1`` when the counts are estimates)."""
+        data = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "calls": self.calls,
         }
+        if self.estimated:
+            data["estimated"] = 1
+        return data
+
+
+def _tokens(text: str) -> int:
+    return (len(text) + 3) // 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +82,18 @@ class LLMResponse:
     data: Any = None
     """The answer parsed as JSON when a schema was requested and it parsed; else ``None``."""
     structured: str = "none"
-    """How the schema was enforced: ``json_schema``, ``json_object``, ``tool`` or ``none``."""
+    """How the schema was asked for: a :data:`~planrail.llm.dialects.MODES` entry, ``tool``
+    (Anthropic) or ``none``."""
+    finish_reason: str = ""
+    """Why the model stopped, as the provider says (``stop``; ``length``: cut off at
+    ``max_tokens``, the text is incomplete and ``data`` is ``None``)."""
+    fallbacks: tuple[str, ...] = ()
+    """The structured-output forms the provider refused before this answer, and why."""
+
+    @property
+    def cut_off(self) -> bool:
+        """The answer stopped at ``max_tokens`` (or the context's end): it is incomplete."""
+        return self.finish_reason == "length"
 
 
 class LLMStream(Protocol):

@@ -133,6 +133,8 @@ class MeteredLLM:
         self.meter = meter
         self.model = llm.model
         self.supports_streaming = llm.supports_streaming
+        self.context_window: int | None = getattr(llm, "context_window", None)
+        """The wrapped model's context size, when it says (the planner's prompt choice)."""
 
     async def complete(
         self,

@@ -3,6 +3,7 @@
     PlanrailError
     ├── LLMError                       a model call failed and trying again will not help
     │   ├── LLMRequestError            the provider refused the request (4xx: key, model, size)
+    │   │   └── LLMContextLengthError  the request does not fit the model's context window
     │   └── BudgetExceededError        a run's budget is spent (``fatal``: the run stops)
     └── RetryableError
         ├── LLMUnavailableError        429, 5xx, timeout, connection error (``retry_after``)
@@ -21,6 +22,7 @@ from planrail.errors import MissingExtraError, PlanrailError, RetryableError
 __all__ = [
     "BudgetExceededError",
     "LLMAnswerError",
+    "LLMContextLengthError",
     "LLMError",
     "LLMRequestError",
     "LLMUnavailableError",
@@ -42,6 +44,14 @@ class LLMRequestError(LLMError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class LLMContextLengthError(LLMRequestError):
+    """The messages (plus ``max_tokens``) do not fit the model's context window. Not a refusal
+    of the structured-output form: asking in a simpler form would not help, a shorter request
+    would."""
+
+    code = "llm_context_length"
 
 
 class BudgetExceededError(LLMError):

@@ -22,7 +22,8 @@ _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
 def extract_json(text: str) -> Any:
     """The JSON value in ``text``: bare, inside a code fence, or surrounded by prose.
 
-    Trailing commas before ``}`` or ``]`` are tolerated. Raises :class:`LLMAnswerError` for an
+    Trailing commas before ``}`` or ``]`` and raw control characters (newlines, tabs) inside
+    strings are tolerated. Raises :class:`LLMAnswerError` for an
     empty answer or one holding no readable JSON.
     """
     stripped = text.strip()
@@ -38,7 +39,9 @@ def extract_json(text: str) -> Any:
     for candidate in candidates:
         for attempt in (candidate, strip_trailing_commas(candidate)):
             try:
-                return json.loads(attempt)
+                # strict=False: raw control characters (a newline) inside strings are read as
+                # themselves; grammar-constrained small models write them.
+                return json.loads(attempt, strict=False)
             except json.JSONDecodeError as exc:
                 first_error = first_error or exc
             except ValueError as exc:  # e.g. an integer too long to convert

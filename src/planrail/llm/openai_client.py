@@ -20,14 +20,30 @@ from typing import Any, Literal
 
 from planrail.errors import PlanrailError
 from planrail.llm.base import LLMResponse, Message, SDKClient, Usage
-from planrail.llm.errors import LLMAnswerError, LLMRequestError, MissingExtraError
+from planrail.llm.dialects import (
+    ENFORCED,
+    FALLBACK,
+    MODES,
+    StructuredMode,
+    is_context_length_error,
+    is_format_error,
+    response_format,
+    schema_in_words,
+)
+from planrail.llm.errors import (
+    LLMAnswerError,
+    LLMContextLengthError,
+    LLMRequestError,
+    MissingExtraError,
+)
 from planrail.llm.jsontext import extract_json
 from planrail.llm.provider_errors import map_sdk_error
 
-__all__ = ["OpenAIClient", "StructuredMode"]
+__all__ = ["DEFAULT_MAX_TOKENS", "OpenAIClient", "StructuredMode"]
 
-StructuredMode = Literal["json_schema", "json_object", "none"]
-_FALLBACK: dict[str, StructuredMode] = {"json_schema": "json_object", "json_object": "none"}
+DEFAULT_MAX_TOKENS = 2048
+"""``max_tokens`` when neither it nor the model's context window is given."""
+Structured = StructuredMode | Literal["auto"]
 
 
 def _import_openai() -> ModuleType:
@@ -52,18 +68,36 @@ class OpenAIClient(SDKClient):
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 120.0,
-        structured: StructuredMode = "json_schema",
+        structured: Structured = "auto",
         temperature: float | None = None,
         max_tokens: int | None = None,
+        seed: int | None = None,
+        context_window: int | None = None,
         client: Any = None,
     ) -> None:
         self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if structured != "auto" and structured not in MODES:
+            raise LLMRequestError(f"structured must be auto or one of {', '.join(MODES)}")
+        if structured == "auto":
+            # OpenAI's own API takes strict schemas; other servers start at plain json_schema
+            # and fall back from there (their first refusal is how the dialect is detected).
+            structured = "json_schema" if self.base_url else "json_schema_strict"
         self.structured: StructuredMode = structured
         """The strongest way of enforcing a schema this server is known to accept."""
         self.temperature = temperature
-        self.max_tokens = max_tokens
+        self.seed = seed
+        self.timeout = timeout
+        self.context_window = context_window
+        """The model's context size in tokens, when known (sets the default ``max_tokens``;
+        the planner picks its compact prompt for small contexts)."""
+        if max_tokens is not None and max_tokens < 1:
+            raise LLMRequestError("max_tokens must be at least 1")
+        self.max_tokens = max_tokens or (
+            max(256, context_window // 4) if context_window else DEFAULT_MAX_TOKENS
+        )
+        """Sent with every request: no answer runs on until the context is full."""
         self._sdk = _import_openai()
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         if client is None:
             key = api_key or os.environ.get("OPENAI_API_KEY")
             if not key:
@@ -93,39 +127,36 @@ class OpenAIClient(SDKClient):
         mode: StructuredMode,
     ) -> dict[str, Any]:
         msgs = [m.to_dict() for m in messages]
-        kwargs: dict[str, Any] = {"model": model or self.model}
+        kwargs: dict[str, Any] = {"model": model or self.model, "max_tokens": self.max_tokens}
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            kwargs["max_tokens"] = self.max_tokens
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
         if schema is not None:
-            if mode == "json_schema":
-                kwargs["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": _schema_name(schema_name), "schema": schema},
-                }
-            else:
-                # The server cannot enforce the schema: say it in words (JSON mode also needs
-                # the word "JSON" in the messages).
-                msgs.append(
-                    {
-                        "role": "system",
-                        "content": "Answer with one JSON value, and nothing else, that follows"
-                        f" this JSON Schema:\n{json.dumps(schema, ensure_ascii=False)}",
-                    }
-                )
-                if mode == "json_object":
-                    kwargs["response_format"] = {"type": "json_object"}
+            fmt = response_format(mode, schema, _schema_name(schema_name))
+            if fmt is not None:
+                kwargs["response_format"] = fmt
+            if mode not in ENFORCED:  # the server cannot enforce it: say it in words
+                msgs.append({"role": "system", "content": schema_in_words(schema)})
         kwargs["messages"] = msgs
         return kwargs
 
-    def _downgrade(self, exc: PlanrailError, mode: StructuredMode, schema: Any) -> bool:
-        """After a refused request: should it be sent again with a weaker schema mode?"""
-        status = getattr(exc, "status", None)
-        if schema is None or mode == "none" or status not in (400, 422):
-            return False
-        self.structured = _FALLBACK[mode]
-        return True
+    def _refused(
+        self, err: PlanrailError, mode: StructuredMode, schema: Any, fallbacks: list[str]
+    ) -> PlanrailError | None:
+        """After a failed request: ``None`` when it should be sent again in a simpler form
+        (noted in ``fallbacks``), else the error to raise."""
+        status = getattr(err, "status", None)
+        if status == 400 and is_context_length_error(err.message):
+            return LLMContextLengthError(err.message, status=status)
+        refused = status in (400, 422) or (
+            status == 500 and mode in ENFORCED and is_format_error(err.message)
+        )
+        if schema is None or mode == "none" or not refused:
+            return err
+        fallbacks.append(f"{mode}: HTTP {status}")
+        self.structured = FALLBACK[mode]
+        return None
 
     async def complete(
         self,
@@ -136,6 +167,7 @@ class OpenAIClient(SDKClient):
         model: str | None = None,
     ) -> LLMResponse:
         """One chat completion (see :class:`~planrail.llm.LLM`)."""
+        fallbacks: list[str] = []
         while True:
             mode = self.structured
             kwargs = self._request(messages, schema, schema_name, model, mode)
@@ -145,21 +177,33 @@ class OpenAIClient(SDKClient):
                 raise _malformed(exc, self._where) from exc
             except self._sdk.OpenAIError as exc:
                 err = map_sdk_error(exc, self._sdk, provider="openai", where=self._where)
-                if self._downgrade(err, mode, schema):
+                final = self._refused(err, mode, schema, fallbacks)
+                if final is None:
                     continue
-                raise err from exc
-            return self._response(resp, schema, mode)
+                raise final from exc
+            return self._response(resp, schema, mode, kwargs, fallbacks)
 
-    def _response(self, resp: Any, schema: Any, mode: StructuredMode) -> LLMResponse:
+    def _response(
+        self,
+        resp: Any,
+        schema: Any,
+        mode: StructuredMode,
+        kwargs: dict[str, Any],
+        fallbacks: list[str],
+    ) -> LLMResponse:
         if not getattr(resp, "choices", None):
             raise LLMAnswerError("the server's answer holds no choices")
-        message = resp.choices[0].message
+        choice = resp.choices[0]
+        message = choice.message
         text = message.content or ""
         refusal = getattr(message, "refusal", None)
         if not text and refusal:
             raise LLMRequestError(f"the model refused: {refusal}")
-        usage = _usage(getattr(resp, "usage", None))
-        return _finish(text, usage, getattr(resp, "model", "") or "", schema, mode)
+        raw = getattr(resp, "usage", None)
+        usage = _usage(raw) if raw is not None else Usage.estimate(_sent(kwargs), text)
+        finish = str(getattr(choice, "finish_reason", "") or "")
+        model = getattr(resp, "model", "") or ""
+        return _finish(text, usage, model, schema, mode, finish, fallbacks)
 
     def stream(
         self,
@@ -190,6 +234,7 @@ class _OpenAIStream:
         c = self.client
         messages, schema, schema_name, model = self.args
         sdk = c._sdk
+        fallbacks: list[str] = []
         while True:
             mode = c.structured
             kwargs = c._request(messages, schema, schema_name, model, mode)
@@ -201,19 +246,22 @@ class _OpenAIStream:
                 raise _malformed(exc, c._where) from exc
             except sdk.OpenAIError as exc:
                 err = map_sdk_error(exc, sdk, provider="openai", where=c._where)
-                if c._downgrade(err, mode, schema):
+                final = c._refused(err, mode, schema, fallbacks)
+                if final is None:
                     continue
-                raise err from exc
+                raise final from exc
             break
         parts: list[str] = []
-        usage = Usage(calls=1)
+        usage: Usage | None = None
         answered_by = ""
+        finish = ""
         try:
             async for chunk in stream:
                 answered_by = getattr(chunk, "model", "") or answered_by
                 if getattr(chunk, "usage", None) is not None:
                     usage = _usage(chunk.usage)
                 for choice in chunk.choices or ():
+                    finish = str(getattr(choice, "finish_reason", "") or "") or finish
                     delta = getattr(choice.delta, "content", None)
                     if delta:
                         parts.append(delta)
@@ -222,7 +270,10 @@ class _OpenAIStream:
             raise _malformed(exc, c._where) from exc
         except sdk.OpenAIError as exc:
             raise map_sdk_error(exc, sdk, provider="openai", where=c._where) from exc
-        self.response = _finish("".join(parts), usage, answered_by, schema, mode)
+        text = "".join(parts)
+        if usage is None:  # the server sent no usage chunk: a budget must still see the call
+            usage = Usage.estimate(_sent(kwargs), text)
+        self.response = _finish(text, usage, answered_by, schema, mode, finish, fallbacks)
 
 
 def _malformed(exc: json.JSONDecodeError, where: str) -> LLMAnswerError:
@@ -239,16 +290,40 @@ def _usage(raw: Any) -> Usage:
     )
 
 
-def _finish(text: str, usage: Usage, model: str, schema: Any, mode: str) -> LLMResponse:
-    if not text.strip():
+def _sent(kwargs: dict[str, Any]) -> str:
+    """The text of a request, for estimating its tokens (messages and the schema sent)."""
+    parts = [str(m.get("content", "")) for m in kwargs.get("messages", ())]
+    if "response_format" in kwargs:
+        parts.append(json.dumps(kwargs["response_format"], separators=(",", ":")))
+    return "\n".join(parts)
+
+
+def _finish(
+    text: str,
+    usage: Usage,
+    model: str,
+    schema: Any,
+    mode: str,
+    finish: str = "",
+    fallbacks: list[str] | None = None,
+) -> LLMResponse:
+    if not text.strip() and finish != "length":
         raise LLMAnswerError("the model's answer is empty", text=text)
     data = None
-    if schema is not None:
+    if schema is not None and finish != "length":  # a cut-off answer is never parsed
         try:
             data = extract_json(text)
         except LLMAnswerError:
             data = None  # the caller decides: the planner asks for a repair, a step retries
-    return LLMResponse(text, usage, model, data, mode if schema is not None else "none")
+    return LLMResponse(
+        text,
+        usage,
+        model,
+        data,
+        mode if schema is not None else "none",
+        finish,
+        tuple(fallbacks or ()),
+    )
 
 
 def _schema_name(name: str) -> str:

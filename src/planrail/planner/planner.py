@@ -4,7 +4,15 @@ One attempt is: ask the model (with the plan schema), read the JSON out of its a
 tolerantly, let :func:`planrail.plan.repair.repair` fix what is mechanical (aliases, missing
 ``depends_on`` edges) without a model call, then validate. An invalid plan goes back to the
 model with every issue in a repair prompt, up to ``max_repairs`` times. Every attempt — the
-messages sent, the raw answer, the issues, the automatic fixes — is kept for the trace.
+messages sent, the raw answer, the issues, the automatic fixes, the structured-output form the
+provider was asked in — is kept for the trace and the run's record.
+
+An answer cut off at ``max_tokens`` is never parsed (issue ``answer_cut_off``); a plan without
+steps is an error (``empty_plan``); a model that answers a repair with its previous answer
+again is not asked a third time (``repeated_answer``); a request that does not fit the model's
+context ends planning with ``context_length`` instead of being mistaken for a refused schema.
+The prompt is ``full`` (:mod:`planrail.planner.prompt`) or ``compact``
+(:mod:`planrail.planner.compact`); ``auto`` picks compact for small contexts.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from typing import Any, Literal
 from planrail.clock import SYSTEM_CLOCK
 from planrail.errors import PlanError, RetryableError
 from planrail.llm.base import LLM, LLMResponse, Message, Usage
-from planrail.llm.errors import LLMAnswerError
+from planrail.llm.errors import LLMAnswerError, LLMContextLengthError
 from planrail.llm.jsontext import extract_json
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
@@ -25,8 +33,11 @@ from planrail.plan.repair import repair
 from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
 from planrail.plan.validate import Issue, ValidationReport
 from planrail.planner import prompt as prompts
+from planrail.planner.compact import COMPACT_CONTEXT, compact_messages, compact_repair_message
 from planrail.planner.finished import DATA_NOTE, ReplanView, shown_outputs
+from planrail.planner.fixes import prefix_fixes, prefix_ids
 from planrail.planner.retry import LLMRetry, call_with_retry
+from planrail.planner.schema import DEFAULT_MAX_STEPS
 from planrail.planner.stages import kept_stages, merge_stages
 from planrail.planner.stream import StepStream
 from planrail.types import Clock
@@ -34,6 +45,7 @@ from planrail.types import Clock
 __all__ = ["Attempt", "Planner", "PlanningError", "PlanningResult", "StepCallback"]
 
 AttemptKind = Literal["plan", "repair", "replan"]
+PromptMode = Literal["full", "compact", "auto"]
 StepCallback = Callable[[dict[str, Any]], "Awaitable[None] | None"]
 """Told of each step of a streamed plan as soon as it has fully arrived (raw JSON data)."""
 PlannerEvent = Callable[[str, dict[str, Any]], None]
@@ -56,6 +68,15 @@ class Attempt:
     retries: list[str] = field(default_factory=list)
     """Transient failures that were retried before this answer came."""
     streamed: bool = False
+    structured: str = ""
+    """The structured-output form the provider was asked in (``json_schema_strict``,
+    ``json_schema``, ``json_object_schema``, ``json_object``, ``none``; ``tool``: Anthropic)."""
+    fallbacks: list[str] = field(default_factory=list)
+    """Forms the provider refused on the way to ``structured``, and how."""
+    finish_reason: str = ""
+    """Why the model stopped (``length``: cut off at ``max_tokens``)."""
+    prompt: str = "full"
+    """The prompt mode: ``full`` or ``compact``."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +88,10 @@ class Attempt:
             "usage": self.usage.to_dict(),
             "retries": self.retries,
             "streamed": self.streamed,
+            "structured": self.structured,
+            "fallbacks": self.fallbacks,
+            "finish_reason": self.finish_reason,
+            "prompt": self.prompt,
         }
 
 
@@ -115,9 +140,13 @@ class Planner:
         instructions: str = prompts.PLANNER_INSTRUCTIONS,
         limits: PlanLimits | None = None,
         on_event: PlannerEvent | None = None,
+        prompt: PromptMode = "auto",
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
         if max_repairs < 0:
             raise ValueError("max_repairs must be >= 0")
+        if prompt not in ("full", "compact", "auto"):
+            raise ValueError("prompt must be full, compact or auto")
         self.llm = llm
         self.registry = ToolRegistry.of(tools)
         self.max_repairs = max_repairs
@@ -125,8 +154,15 @@ class Planner:
         self.clock = clock
         self.instructions = instructions
         self.limits = limits
-        self.schema = prompts.plan_schema(self.registry, llm_steps=llm_steps)
+        self.llm_steps = llm_steps
+        self.schema = prompts.plan_schema(self.registry, llm_steps=llm_steps, max_steps=max_steps)
         self.on_event = on_event
+        window = getattr(llm, "context_window", None)
+        if prompt == "auto":
+            small = isinstance(window, int) and 0 < window <= COMPACT_CONTEXT
+            prompt = "compact" if small else "full"
+        self.prompt: Literal["full", "compact"] = "compact" if prompt == "compact" else "full"
+        """The prompt mode in use (``auto`` resolved from the model's context window)."""
 
     def _event(self, event: str, **data: Any) -> None:
         if self.on_event is not None:
@@ -138,7 +174,12 @@ class Planner:
 
         Raises :class:`PlanningError` when every allowed attempt stayed invalid.
         """
-        messages = prompts.planning_messages(goal, self.registry, instructions=self.instructions)
+        if self.prompt == "compact":
+            messages = compact_messages(goal, self.registry, llm_steps=self.llm_steps)
+        else:
+            messages = prompts.planning_messages(
+                goal, self.registry, instructions=self.instructions
+            )
 
         def check(data: dict[str, Any]) -> tuple[dict[str, Any], list[str], ValidationReport]:
             return self._check(goal, data, prefix=())
@@ -200,6 +241,8 @@ class Planner:
             if data.get("goal"):
                 changes.append("$.goal: set to the goal as the user stated it (the goal anchor)")
             data = {**data, "goal": goal}
+        data, fixed = prefix_fixes(data, self.registry, prefix_ids(prefix))
+        changes.extend(fixed)
         if not prefix:
             result = repair(data, self.registry, limits=self.limits)
             return result.plan_data or data, changes + result.changes, result.report
@@ -227,8 +270,10 @@ class Planner:
         on_step: StepCallback | None,
     ) -> PlanningResult:
         attempts: list[Attempt] = []
+        first = list(messages)
         for n in range(self.max_repairs + 1):
             attempt = Attempt(kind if n == 0 else "repair", [m.to_dict() for m in messages])
+            attempt.prompt = self.prompt
             attempts.append(attempt)
             self._event(
                 "plan_requested",
@@ -243,7 +288,14 @@ class Planner:
             except PlanningError as exc:
                 exc.attempts = attempts
                 raise
+            except LLMContextLengthError as exc:
+                attempt.issues = [Issue("context_length", None, "$", exc.message)]
+                raise PlanningError(
+                    f"the request does not fit the model's context: {exc.message}", attempts
+                ) from exc
             attempt.raw, attempt.usage = response.text, response.usage
+            attempt.structured, attempt.finish_reason = response.structured, response.finish_reason
+            attempt.fallbacks = list(response.fallbacks)
             self._event(
                 "plan_answered",
                 attempt=n + 1,
@@ -251,31 +303,40 @@ class Planner:
                 at=self.clock.now(),
                 usage=response.usage.to_dict(),
             )
-            try:
-                data = response.data if response.data is not None else extract_json(response.text)
-            except LLMAnswerError as exc:
-                attempt.issues = [Issue("parse_error", None, "$", exc.message)]
-                data = None
-            repaired: dict[str, Any] | None = None
+            if n > 0 and response.text.strip() == attempts[-2].raw.strip():
+                # Asking again would get the same answer: stop, keeping what was wrong with it.
+                attempt.issues = [
+                    *attempts[-2].issues,
+                    Issue(
+                        "repeated_answer",
+                        None,
+                        "$",
+                        "the model answered the repair with its previous answer",
+                    ),
+                ]
+                self._event(
+                    "plan_invalid", attempt=n + 1, issues=[i.to_dict() for i in attempt.issues]
+                )
+                break
+            repaired, data = self._read(response, attempt)
             if data is not None:
-                if isinstance(data, list):  # a bare list of steps
-                    data = {"steps": data}
-                if not isinstance(data, dict):
+                repaired, attempt.changes, report = check(data)
+                if kind == "plan" and not _new_steps(data):
                     attempt.issues = [
-                        Issue("parse_error", None, "$", "the plan must be a JSON object")
+                        Issue(
+                            "empty_plan",
+                            None,
+                            "$.steps",
+                            "the plan has no steps: write the steps that reach the goal",
+                        )
                     ]
+                elif report.valid and report.plan is not None:
+                    self._event("plan_valid", attempt=n + 1, changes=attempt.changes)
+                    return PlanningResult(report.plan, report, attempts)
                 else:
-                    repaired, attempt.changes, report = check(data)
-                    if report.valid and report.plan is not None:
-                        self._event("plan_valid", attempt=n + 1, changes=attempt.changes)
-                        return PlanningResult(report.plan, report, attempts)
                     attempt.issues = list(report.errors)
             self._event("plan_invalid", attempt=n + 1, issues=[i.to_dict() for i in attempt.issues])
-            messages = [
-                *messages,
-                Message("assistant", response.text),
-                prompts.repair_message(attempt.issues, attempt.changes, repaired),
-            ]
+            messages = self._repair_messages(first, messages, response, attempt, repaired)
         count = len(attempts)
         shown = "; ".join(str(i) for i in attempts[-1].issues[:3])
         raise PlanningError(
@@ -283,6 +344,56 @@ class Planner:
             f" ({self.max_repairs} repair{'s' if self.max_repairs != 1 else ''} allowed): {shown}",
             attempts,
         )
+
+    def _read(
+        self, response: LLMResponse, attempt: Attempt
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The plan data in an answer (``None`` with ``attempt.issues`` set when there is none)."""
+        if response.cut_off:
+            attempt.issues = [
+                Issue(
+                    "answer_cut_off",
+                    None,
+                    "$",
+                    f"your answer was cut off after {response.usage.output_tokens} tokens"
+                    " (max_tokens): write a shorter plan, fewer steps, no descriptions",
+                )
+            ]
+            return None, None
+        try:
+            data = response.data if response.data is not None else extract_json(response.text)
+        except LLMAnswerError as exc:
+            attempt.issues = [Issue("parse_error", None, "$", exc.message)]
+            return None, None
+        if isinstance(data, list):  # a bare list of steps
+            data = {"steps": data}
+        if not isinstance(data, dict):
+            attempt.issues = [Issue("parse_error", None, "$", "the plan must be a JSON object")]
+            return None, None
+        return None, data
+
+    def _repair_messages(
+        self,
+        first: list[Message],
+        messages: list[Message],
+        response: LLMResponse,
+        attempt: Attempt,
+        repaired: dict[str, Any] | None,
+    ) -> list[Message]:
+        """The next request: in compact mode the first request, the last answer and the errors
+        (the transcript does not grow); in full mode the whole conversation so far."""
+        answer = Message("assistant", "(cut off)" if response.cut_off else response.text)
+        if self.prompt == "compact":
+            return [
+                *first,
+                answer,
+                compact_repair_message(attempt.issues, attempt.changes, repaired),
+            ]
+        return [
+            *messages,
+            answer,
+            prompts.repair_message(attempt.issues, attempt.changes, repaired),
+        ]
 
     async def _ask(
         self, messages: list[Message], attempt: Attempt, on_step: StepCallback | None
@@ -320,3 +431,8 @@ class Planner:
             raise LLMAnswerError("the stream ended without an answer")
         self._event("plan_streamed", steps=scanner.count)
         return stream.response
+
+
+def _new_steps(data: dict[str, Any]) -> bool:
+    steps = data.get("steps")
+    return not isinstance(steps, list) or bool(steps)

@@ -11,9 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from planrail.llm.base import Message
-from planrail.plan.model import STEP_ID_PATTERN, Plan
+from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import Issue, output_schema_of
+from planrail.planner.schema import DEFAULT_MAX_STEPS, STAGE_SCHEMA
+from planrail.planner.schema import plan_schema as _plan_schema
 
 __all__ = [
     "PLANNER_INSTRUCTIONS",
@@ -58,53 +60,12 @@ later stage. Each model step sees its own stage's sub-goal. Leave "stages" out f
 Answer with the plan as one JSON object and nothing else."""
 
 
-STAGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string", "pattern": STEP_ID_PATTERN},
-        "goal": {"type": "string", "minLength": 1},
-        "steps": {"type": "array", "items": {"type": "string"}},
-        "confirm": {"type": "boolean"},
-    },
-    "required": ["id", "goal", "steps"],
-    "additionalProperties": False,
-}
-"""One entry of a plan's ``stages`` as the planner asks for it."""
-
-
-def plan_schema(registry: ToolRegistry, *, llm_steps: bool = True) -> dict[str, Any]:
-    """The JSON Schema the planner asks the model to follow: tool names and actions as enums."""
-    actions = ["tool_call", "llm_call"] if llm_steps else ["tool_call"]
-    step: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "pattern": STEP_ID_PATTERN},
-            "action": {"type": "string", "enum": actions},
-            "tool": {"type": "string"},
-            "args": {"type": "object"},
-            "depends_on": {"type": "array", "items": {"type": "string"}},
-            "description": {"type": "string"},
-        },
-        "required": ["id", "action", "depends_on"],
-        "additionalProperties": False,
-    }
-    names = registry.names()
-    if names:
-        step["properties"]["tool"]["enum"] = names
-    if llm_steps:
-        step["properties"]["prompt"] = {"type": "string"}
-        step["properties"]["output_schema"] = {"type": "object"}
-    return {
-        "type": "object",
-        "properties": {
-            "goal": {"type": "string"},
-            "steps": {"type": "array", "items": step},
-            "output": {"type": "object"},
-            "stages": {"type": "array", "items": STAGE_SCHEMA},
-        },
-        "required": ["goal", "steps"],
-        "additionalProperties": False,
-    }
+def plan_schema(
+    registry: ToolRegistry, *, llm_steps: bool = True, max_steps: int = DEFAULT_MAX_STEPS
+) -> dict[str, Any]:
+    """The JSON Schema the planner asks the model to follow: one step shape per tool, each
+    with that tool's argument schema (see :mod:`planrail.planner.schema`)."""
+    return _plan_schema(registry, llm_steps=llm_steps, max_steps=max_steps)
 
 
 def catalog_text(registry: ToolRegistry) -> str:

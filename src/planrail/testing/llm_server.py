@@ -12,8 +12,18 @@ It binds 127.0.0.1 on a free port and serves ``POST /v1/chat/completions`` (plai
 Answers come from a queue (:meth:`LLMTestServer.add`) or a function of the request
 (``respond=``). Every request is recorded. :class:`Reply` injects failures: an HTTP error with
 ``Retry-After``, a body that is not JSON, an empty answer, a delay, or no answer at all (so the
-client times out). ``json_schema=False`` makes the server refuse JSON-Schema structured output
-with HTTP 400, as some local servers do.
+client times out), an answer cut off at ``max_tokens`` (``finish_reason="length"``), a
+context-length 400 (:meth:`Reply.context_length`), a stream that sends no usage (``usage=False``).
+``json_schema=False`` makes the server refuse JSON-Schema structured output with HTTP 400, as
+some local servers do.
+
+``dialect=`` emulates how a provider treats ``response_format`` (see :data:`DIALECTS`):
+``"openai"`` takes ``json_schema`` (strict or not) and refuses a ``schema`` inside
+``json_object`` with a 400; ``"vllm"`` takes ``json_schema`` and ignores ``strict``;
+``"llama_cpp"`` answers ``json_schema`` with HTTP 500 (as llama-cpp-python's server does) and
+takes its own ``{"type": "json_object", "schema": ...}``; ``"plain"`` takes no schema at all
+(400 on ``json_schema`` and on a ``schema`` in ``json_object``). Refused requests are recorded
+like every other.
 
 Standard library only (``http.server`` in a thread): no extra is needed to use it.
 """
@@ -28,7 +38,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["LLMTestServer", "RecordedRequest", "Reply"]
+__all__ = ["DIALECTS", "LLMTestServer", "RecordedRequest", "Reply"]
+
+DIALECTS = ("any", "openai", "vllm", "llama_cpp", "plain")
+"""The ``response_format`` behaviours the server can emulate (``any``: accepts everything)."""
 
 _HANG_LIMIT = 30.0
 """Longest a hanging reply holds its connection (the server's stop releases it sooner)."""
@@ -91,6 +104,10 @@ class Reply:
     """Never answer (until the server stops): the client's timeout fires."""
     raw_body: bytes | None = None
     """Send these bytes as the body instead of a chat completion (malformed responses)."""
+    finish_reason: str = "stop"
+    """``"length"``: the answer was cut off at ``max_tokens``."""
+    usage: bool = True
+    """``False``: no usage at all (neither in the body nor as a stream's last chunk)."""
 
     @classmethod
     def json(cls, data: Any, **options: Any) -> Reply:
@@ -114,6 +131,20 @@ class Reply:
         return cls(raw_body=b'{"id": "x", "choices": [')
 
     @classmethod
+    def cut_off(cls, content: str, **options: Any) -> Reply:
+        """An answer stopped by ``max_tokens``: ``finish_reason="length"``."""
+        return cls(content, finish_reason="length", **options)
+
+    @classmethod
+    def context_length(cls, limit: int = 2048, requested: int = 3100) -> Reply:
+        """HTTP 400 saying the request does not fit the model's context (OpenAI's wording)."""
+        return cls(
+            status=400,
+            error=f"This model's maximum context length is {limit} tokens. However, you"
+            f" requested {requested} tokens. Please reduce the length of the messages.",
+        )
+
+    @classmethod
     def empty(cls) -> Reply:
         """A well-formed completion whose content is empty."""
         return cls("")
@@ -131,10 +162,14 @@ class LLMTestServer:
         *,
         respond: Responder | None = None,
         json_schema: bool = True,
+        dialect: str = "any",
         model: str = "test-model",
     ) -> None:
+        if dialect not in DIALECTS:
+            raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}")
         self.respond = respond
         self.json_schema = json_schema
+        self.dialect = dialect
         self.model = model
         self.requests: list[RecordedRequest] = []
         self._answers: deque[Reply | str] = deque(answers)
@@ -208,6 +243,21 @@ class LLMTestServer:
         return source
 
 
+def _refusal(srv: LLMTestServer, fmt: Any) -> tuple[int, str] | None:
+    """The HTTP error the emulated provider answers this ``response_format`` with, if any."""
+    if not isinstance(fmt, dict):
+        return None
+    kind = fmt.get("type")
+    with_schema = kind == "json_object" and "schema" in fmt
+    if kind == "json_schema" and (not srv.json_schema or srv.dialect == "plain"):
+        return 400, "response_format json_schema is not supported"
+    if kind == "json_schema" and srv.dialect == "llama_cpp":
+        return 500, "'json_schema' is not a valid response_format type"
+    if with_schema and srv.dialect in ("openai", "plain"):
+        return 400, "Unrecognized request argument supplied: response_format.schema"
+    return None
+
+
 def _words(text: str) -> int:
     return len(text.split())
 
@@ -240,12 +290,10 @@ class _Handler(BaseHTTPRequestHandler):
             srv.requests.append(request)
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
-        fmt = request.response_format
-        if not srv.json_schema and isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        refused = _refusal(srv, request.response_format)
+        if refused is not None:
             srv.requests.append(request)
-            self._send_json(
-                400, {"error": {"message": "response_format json_schema is not supported"}}
-            )
+            self._send_json(refused[0], {"error": {"message": refused[1]}})
             return
         reply = srv._next(request)
         if reply.hang:
@@ -269,6 +317,8 @@ class _Handler(BaseHTTPRequestHandler):
             else _words(reply.content),
         }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if not reply.usage:
+            usage = {}
         model = str(body.get("model") or srv.model) if isinstance(body, dict) else srv.model
         if request.stream:
             self._stream(reply, model, usage, request)
@@ -284,10 +334,10 @@ class _Handler(BaseHTTPRequestHandler):
                         {
                             "index": 0,
                             "message": {"role": "assistant", "content": reply.content},
-                            "finish_reason": "stop",
+                            "finish_reason": reply.finish_reason,
                         }
                     ],
-                    "usage": usage,
+                    **({"usage": usage} if usage else {}),
                 },
                 reply.headers,
             )
@@ -316,9 +366,10 @@ class _Handler(BaseHTTPRequestHandler):
                 reply.before_chunk(i)
             delta = {"content": piece, **({"role": "assistant"} if i == 0 else {})}
             self._event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-        self._event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        end = {"index": 0, "delta": {}, "finish_reason": reply.finish_reason}
+        self._event({**base, "choices": [end]})
         options = request.body.get("stream_options") if isinstance(request.body, dict) else None
-        if isinstance(options, dict) and options.get("include_usage"):
+        if usage and isinstance(options, dict) and options.get("include_usage"):
             self._event({**base, "choices": [], "usage": usage})
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")
