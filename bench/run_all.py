@@ -19,6 +19,7 @@ BENCHMARKS = (
     ("rate-limited resource: FIFO vs critical-path-first", "bench.rate_limit"),
     ("durability: memory vs SQLite vs PostgreSQL store", "bench.durability"),
     ("OpenTelemetry on vs off", "bench.otel_overhead"),
+    ("planrail run (fresh process, default store) vs no engine", "bench.cli"),
     ("reference parsing and fuzzing", "bench.security_fuzz"),
     ("LLM economy: ReAct loop vs plan-then-execute", "bench.llm_economy"),
 )

@@ -87,7 +87,7 @@ def run(dag: dict[str, Any], *, scale: float = 1.0) -> EngineResult:
     limits = planrail.PlanLimits(
         max_steps=10**6, max_plan_bytes=2**31, max_nodes=10**8, max_dependencies=10**5
     )
-    execution = planrail.prepare(plan, tools=[tool], limits=limits)
+    execution = planrail.prepare(plan, tools=[tool], limits=limits, approve=True)
     build_s = time.perf_counter() - t0
     result, elapsed, collecting = run_timed(execution.run)
     status = str(getattr(result.status, "value", result.status))
