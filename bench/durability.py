@@ -133,7 +133,7 @@ def child(config: str, n: int, shape: str = "wide") -> dict[str, Any]:
             [node],
             store=counted,  # type: ignore[arg-type]
             run_id=f"bench_{uuid.uuid4().hex}",
-            approve=True,
+            approve=True,  # keyed steps change the world: the caller approves
         )
         t0, c0 = time.perf_counter(), time.process_time()
         result = asyncio.run(execution.run())

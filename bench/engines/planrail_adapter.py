@@ -1,6 +1,6 @@
 """planrail, through its public API (``planrail.tool`` + ``planrail.prepare``).
 
-    @planrail.tool
+    @planrail.tool(side_effects="none")
     async def node(id: str, duration: float, inputs: list[str]) -> str: ...
 
     execution = planrail.prepare(plan, tools=[node], limits=...)  # validates: "build" time
@@ -62,7 +62,7 @@ def to_plan(dag: dict[str, Any], scale: float) -> dict[str, Any]:
 
 
 def _make_tool(seen: dict[str, list[str]]) -> Any:
-    @planrail.tool
+    @planrail.tool(side_effects="none")  # pure: nothing to approve, as in the other engines
     async def node(id: str, duration: float, inputs: list[str]) -> str:
         seen[id] = list(inputs)
         await timer.sleep(duration)
@@ -87,7 +87,7 @@ def run(dag: dict[str, Any], *, scale: float = 1.0) -> EngineResult:
     limits = planrail.PlanLimits(
         max_steps=10**6, max_plan_bytes=2**31, max_nodes=10**8, max_dependencies=10**5
     )
-    execution = planrail.prepare(plan, tools=[tool], limits=limits, approve=True)
+    execution = planrail.prepare(plan, tools=[tool], limits=limits)
     build_s = time.perf_counter() - t0
     result, elapsed, collecting = run_timed(execution.run)
     status = str(getattr(result.status, "value", result.status))

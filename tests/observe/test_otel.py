@@ -303,3 +303,41 @@ def test_exporters_follow_the_standard_variables() -> None:
     assert _exporter({"OTEL_TRACES_EXPORTER": "none"}, "TRACES") is None
     with pytest.raises(MissingExtraError, match="zipkin"):
         _exporter({"OTEL_TRACES_EXPORTER": "zipkin"}, "TRACES")
+
+
+async def test_planner_repair_and_replan_calls_are_genai_spans(otel: Otel) -> None:
+    """The agent's planner calls — the first plan, a repair of an invalid answer and a replan
+    after a failed step — are ``chat {model}`` CLIENT spans with the GenAI attributes, the
+    model name and their token usage, beside the runs' own spans."""
+    import json
+
+    import planrail
+    from planrail.agent import Agent, approve_all
+    from planrail.testing.llm import ScriptedLLM
+
+    tries: list[int] = []
+
+    @planrail.tool(side_effects="none")
+    def flaky(n: int) -> int:
+        tries.append(n)
+        if n == 1:
+            raise ValueError("no luck")
+        return n
+
+    bad = {"goal": "g", "steps": [{"id": "a", "tool": "nope", "args": {}}]}
+    first = {"goal": "g", "steps": [{"id": "a", "tool": "flaky", "args": {"n": 1}}]}
+    second = {"goal": "g", "steps": [{"id": "b", "tool": "flaky", "args": {"n": 2}}]}
+    llm = ScriptedLLM([json.dumps(x) for x in (bad, first, second)], model="tiny-model")
+    obs = observer(otel)
+    agent = Agent(llm, [flaky], approval=approve_all, max_replans=1, observers=[obs])
+    result = await agent.run("g")
+    assert result.status == "succeeded", result.reason
+    chats = [s for s in otel.spans() if s.name == "chat tiny-model"]
+    kinds = [s.attributes["planrail.planner.kind"] for s in chats]
+    assert kinds == ["plan", "repair", "replan"]
+    for span in chats:
+        assert span.kind.name == "CLIENT"
+        assert span.attributes["gen_ai.operation.name"] == "chat"
+        assert span.attributes["gen_ai.request.model"] == "tiny-model"
+        assert span.attributes["gen_ai.usage.input_tokens"] > 0
+    assert len([s for s in otel.spans() if s.name == "planrail.run"]) == 2

@@ -11,6 +11,7 @@ import pytest
 from typing_extensions import TypedDict
 
 from planrail.errors import ToolDefinitionError, UnknownToolError
+from planrail.plan.effects import tool_effect
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec, tool
 
 
@@ -79,7 +80,7 @@ def test_decorator_with_options_records_the_metadata() -> None:
     assert charge.is_async is True
     assert spec.description == "Charge a card."
     assert spec.side_effects == "keyed"
-    assert spec.honours_idempotency_key
+    assert tool_effect(spec).may_rerun
     assert spec.timeout == 5
     assert spec.resource == "stripe"
     assert spec.requires_approval is True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,8 @@ from planrail.store.base import Store
 from planrail.types import Clock, Observer, StepStatus
 
 __all__ = ["Agent", "RunContext"]
+
+log = logging.getLogger("planrail")
 
 
 @dataclass
@@ -166,7 +169,7 @@ class Agent:
             max_repairs=self.max_repairs,
             retry=self.retry,
             clock=self.clock,
-            on_event=lambda kind, data: trace.note(kind, **data),
+            on_event=lambda kind, data: self._planner_event(trace, kind, data),
         )
         result = AgentResult(goal, trace=trace.events)
         return RunContext(
@@ -180,6 +183,17 @@ class Agent:
             run_id=self.run_id or new_run_id(),
             calls=CallGuard.for_policy(self.policy),
         )
+
+    def _planner_event(self, trace: Trace, kind: str, data: dict[str, Any]) -> None:
+        """Planner events go to the agent's trace and to observers that make spans of them."""
+        trace.note(kind, **{k: v for k, v in data.items() if k not in ("at", "usage", "model")})
+        for observer in self.observers:
+            forward = getattr(observer, "on_planner_event", None)
+            if forward is not None:
+                try:
+                    forward(kind, data)
+                except Exception:
+                    log.exception("observer %r failed on planner event %s", observer, kind)
 
     async def _first(self, ctx: RunContext) -> None:
         if self.stream and ctx.llm.supports_streaming:

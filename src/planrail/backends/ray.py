@@ -38,6 +38,7 @@ import ray.exceptions as rex
 
 from planrail.backends.shipping import Locator, ToolShippingError, locate, resolve
 from planrail.errors import CallCrashedError, ReferenceResolutionError
+from planrail.plan.effects import tool_effect
 from planrail.plan.tools import Tool
 
 __all__ = ["RayRunner", "ToolShippingError"]
@@ -367,7 +368,7 @@ class RayRunner:
     def _crashed(self, tool: Tool, exc: BaseException, actor: Any) -> NoReturn:
         if actor is not None:
             self._replace(actor)
-        keyed = tool.spec.honours_idempotency_key
+        keyed = tool_effect(tool.spec).may_rerun
         then = (
             "it honours idempotency keys, so it may run again with the same key"
             if keyed

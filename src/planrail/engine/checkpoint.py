@@ -21,13 +21,13 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from planrail.engine.events import Event
 from planrail.engine.result import StepResult
 from planrail.errors import ExecutionError, error_dict
-from planrail.plan.effects import effects_of, step_effect
+from planrail.plan.effects import Effect, effects_of, step_effect
 from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry
@@ -97,6 +97,7 @@ class Checkpointer:
         approval: dict[str, Any] | None = None,
         redactor: Redactor | None = None,
         policies: dict[str, Any] | None = None,
+        effects: Mapping[str, Effect] | None = None,
     ) -> None:
         self.store = store
         self.plan = plan
@@ -110,7 +111,8 @@ class Checkpointer:
         """Redacts secrets from every record before it is written (``docs/security.md``)."""
         self.policies = policies
         """The security and run policies the run runs under, stored with it for resume."""
-        self.effects = effects_of(plan.steps, registry)
+        self.effects = effects if effects is not None else effects_of(plan.steps, registry)
+        """Each step's effect, as the execution computed it (``plan/effects.py``)."""
         self._seq = 0
         """The seq of the last event this runner committed: later ones are someone else's."""
         self.created_at = clock.now()

@@ -21,21 +21,10 @@ from typing import Any, Literal
 
 from planrail._memory import long_lived
 from planrail.clock import SYSTEM_CLOCK
-from planrail.engine.approval import (
-    ApprovalRequest,
-    ApprovalRequiredError,
-    Approver,
-    approval_record,
-    ask,
-    label_of,
-)
+from planrail.engine import gate
+from planrail.engine.approval import ApprovalRequiredError, Approver
 from planrail.engine.call_guard import CallGuard
-from planrail.engine.checkpoint import (
-    Checkpointer,
-    PlanMismatchError,
-    PolicyMismatchError,
-    RunBusyError,
-)
+from planrail.engine.checkpoint import Checkpointer, RunBusyError
 from planrail.engine.events import Event, EventType
 from planrail.engine.guard import SecurityGuard
 from planrail.engine.result import RunResult, StepResult
@@ -49,7 +38,7 @@ from planrail.engine.step_runner import (
     ToolAction,
 )
 from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
-from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
+from planrail.plan.effects import effects_of, step_effect
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance
@@ -64,7 +53,7 @@ from planrail.policies.security import (
     check_approval,
     denial_of,
 )
-from planrail.store.base import RunRecord, Store
+from planrail.store.base import Store
 from planrail.types import Clock, Observer, StepStatus
 
 __all__ = ["Execution", "FailureMode", "new_run_id"]
@@ -187,7 +176,7 @@ class Execution:
         self._approve_call = approve_call
         self._calling: set[str] = set()
         """Steps whose action has been called and has not finished (for cancellations)."""
-        self._seen_seq = 0
+        self._overrides: list[dict[str, Any]] = []
         self._priority: dict[str, float] = {}
         """Each step's remaining critical path (its priority when it waits for a resource)."""
         self._sealed = not open_plan
@@ -251,24 +240,7 @@ class Execution:
         False when the approver said no (or deferred): the caller cancels the run. With a
         store, the run is recorded from here on (what ran before sealing was read-only).
         """
-        before, self.plan, self._sealed = self.plan, plan, True
-        try:
-            for step in plan.steps:
-                if step.id not in self._steps:
-                    self.effects[step.id] = step_effect(step, self.registry)
-            needed = self._needed_for(plan, effects_of(plan.steps, self.registry))
-            if needed and self.approval is None and not await self._decide(needed):
-                return False
-        finally:
-            self.plan, self._sealed = before, False
-        if self.approval is None:
-            self.approval = approval_record(plan.hash, "not required", self.clock.now())
-        self.seal(plan)
-        if self.store is not None and self._ckpt is None:
-            await self._open_checkpoint()
-            self._dirty.update(sid for sid, r in self.results.items() if r.status != S.PENDING)
-            self._start_background()
-        return True
+        return await gate.approve_and_seal(self, plan)
 
     def seal(self, plan: Plan) -> None:
         """The whole plan has arrived, been validated and approved: release held steps.
@@ -326,8 +298,8 @@ class Execution:
         if self.status != "pending":
             raise RuntimeError("an Execution runs once")
         stored = self.store.get_run(self.run_id) if self.store is not None else None
-        self._adopt(stored)
-        needed = self._approval_needed()
+        gate.adopt(self, stored)
+        needed = gate.approval_needed(self)
         if needed and not self.approve and self.approver is None:
             raise ApprovalRequiredError(
                 f"{', '.join(needed)} change the world or ask for approval, and this run has no"
@@ -341,7 +313,9 @@ class Execution:
         await self.tool_runner.prepare(self._python_tools())
         if self.store is not None:
             await self._open_checkpoint()
-        if not await self._gate(needed):
+        for override in self._overrides:
+            self._emit(E.POLICY_OVERRIDDEN, data=override)
+        if not await gate.gate(self, needed):
             while self._events:
                 yield self._events.popleft()
             return
@@ -402,130 +376,6 @@ class Execution:
         while self._events:
             yield self._events.popleft()
 
-    # ------------------------------------------------------------------ the gate
-
-    def _adopt(self, stored: RunRecord | None) -> None:
-        """A run found in the store brings its approval and the policies it started with.
-
-        Policies given here that differ from the stored ones are refused
-        (:class:`PolicyMismatchError`) unless ``policy_override``, which is recorded as an
-        event; a policy not given here is the stored one.
-        """
-        if stored is None:
-            return
-        current = self.plan.fresh_hash()
-        if stored.plan_hash != current:
-            raise PlanMismatchError(
-                f"run '{self.run_id}' exists with another plan ({stored.plan_hash[:19]}…);"
-                f" this plan is {current[:19]}…: a run only resumes its own plan",
-                run_id=self.run_id,
-            )
-        if self.approval is None and stored.approval is not None:
-            self.approval = dict(stored.approval)
-        saved = stored.metadata.get("policies")
-        if not isinstance(saved, dict):
-            return
-        kept_security = saved.get("security")
-        given = None if self._security_given is None else self._security_given.to_dict()
-        if self._security_given is None:
-            self.security = (
-                None if kept_security is None else SecurityPolicy.from_mapping(kept_security)
-            )
-        elif given != kept_security:
-            self._override("security", kept_security, given)
-        kept_run = saved.get("run")
-        if self._policy_given is None:
-            if isinstance(kept_run, dict):
-                self.policy = RunPolicy.from_mapping(kept_run)
-        elif self._policy_given.to_dict() != kept_run:
-            self._override("run", kept_run, self._policy_given.to_dict())
-
-    def _override(self, which: str, stored: Any, given: Any) -> None:
-        if not self.policy_override:
-            raise PolicyMismatchError(
-                f"run '{self.run_id}' was started under another {which} policy; resume it"
-                " without one (the stored policy applies), or override it explicitly"
-                " (policy_override=True, --override-policy), which is recorded",
-                run_id=self.run_id,
-            )
-        self._emit(E.POLICY_OVERRIDDEN, data={"policy": which, "stored": stored, "now": given})
-
-    def policies(self) -> dict[str, Any]:
-        """The policies this run runs under, as stored with it (and re-applied by resume)."""
-        return {
-            "security": None if self.security is None else self.security.to_dict(),
-            "run": self.policy.to_dict(),
-        }
-
-    def _approval_needed(self) -> list[str]:
-        """Steps that need approval before this (sealed) plan may start, if it holds none."""
-        if not self._sealed or self.approval is not None:
-            return []
-        return self._needed_for(self.plan, self.effects)
-
-    def _needed_for(self, plan: Plan, effects: Mapping[str, Effect]) -> list[str]:
-        """The steps of ``plan`` that need approval, less those reused from an earlier run."""
-        if self.approval_policy is None:
-            return needing_approval(effects, done=self._restored)
-        return [s for s in self.approval_policy(plan, self.registry) if s not in self._restored]
-
-    async def _gate(self, needed: list[str]) -> bool:
-        """The one gate. An approval the run holds was checked against this very plan before
-        anything was written (its hash recomputed from the content, so a plan changed in place
-        after approval is refused); without one, the approver is asked. False: the run stops
-        here, ``awaiting_approval``."""
-        if not self._sealed or self.approval is not None or not needed:
-            return True  # an open plan is approved when it is sealed; a held one was checked
-        answer = await self._decide(needed)
-        if answer:
-            if self._ckpt is not None:  # durable before the first step: a resume needs it
-                assert self.approval is not None
-                self._ckpt.record_approval(self.approval)
-            return True
-        if answer is None and self._ckpt is None:
-            raise ApprovalRequiredError(
-                "the approver deferred the decision, but this run has no store to keep it in",
-                run_id=self.run_id,
-            )
-        self.status = "awaiting_approval"
-        self.error = (
-            f"waiting for approval of {', '.join(needed)}: `planrail approve {self.run_id}`"
-            " then `planrail resume`"
-            if answer is None
-            else "approval refused: nothing was executed"
-        )
-        self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
-        self._save_final()
-        return False
-
-    async def _decide(self, needed: list[str]) -> bool | None:
-        """Ask for the approval of the plan as it is now (``approve=True`` is a yes)."""
-        current = self.plan.fresh_hash()
-        now = self.clock.now()
-        if self.approve:
-            self.approval = approval_record(current, "approve=True", now, needed)
-            return True
-        request = ApprovalRequest.build(
-            self.plan,
-            self.registry,
-            self.effects,
-            needed,
-            reason=self.reason,
-            reused=self._restored,
-            plan_hash=current,
-            run_id=self.run_id,
-        )
-        self._emit(E.APPROVAL_REQUESTED, data={"steps": needed, "plan_hash": current})
-        answer = await ask(self.approver, request)
-        if answer:
-            self.approval = approval_record(current, label_of(self.approver), now, needed)
-            return True
-        self._emit(
-            E.APPROVAL_REFUSED if answer is False else E.APPROVAL_DEFERRED,
-            data={"steps": needed, "plan_hash": current},
-        )
-        return answer
-
     def _build_guard(self) -> None:
         if self.security is None:
             return
@@ -555,7 +405,8 @@ class Execution:
                 lease_ttl=self.lease_ttl,
                 approval=self.approval,
                 redactor=self.redactor,
-                policies=self.policies(),
+                policies=gate.policies(self),
+                effects=self.effects,
             )
             try:
                 stored, self._in_doubt = self._ckpt.open()

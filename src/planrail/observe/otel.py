@@ -132,6 +132,7 @@ class OtelObserver:
         self.plan = plan
         self.model = model
         self._runs: dict[str, _Run] = {}
+        self._planner_span: Any = None
         self._m_runs = meter.create_counter("planrail.runs", "{run}", "Runs finished, by status")
         self._m_steps = meter.create_counter(
             "planrail.steps", "{step}", "Steps finished, by status"
@@ -159,6 +160,42 @@ class OtelObserver:
         self.plan = execution.plan
         execution.observers.append(self)
         return self
+
+    # ------------------------------------------------------------------ planner calls
+
+    def on_planner_event(self, kind: str, data: dict[str, Any]) -> None:
+        """A planner call (first plan, repair, replan) as a GenAI ``chat`` span: opened on
+        ``plan_requested``, closed with its token usage on ``plan_answered`` (or with an error
+        status on ``plan_invalid``/``llm_retry`` closing paths). The agent forwards these."""
+        if kind == "plan_requested":
+            self._planner_end(None)
+            model = data.get("model") or self.model
+            attrs: dict[str, Any] = {
+                "gen_ai.operation.name": "chat",
+                "planrail.planner.kind": str(data.get("kind", "plan")),
+                "planrail.planner.attempt": int(data.get("attempt", 1)),
+            }
+            if model:
+                attrs["gen_ai.request.model"] = str(model)
+            name = f"chat {model}" if model else "chat"
+            start = data.get("at")
+            self._planner_span = self.tracer.start_span(
+                name,
+                kind=self._kinds.CLIENT,
+                attributes=attrs,
+                start_time=_ns(start) if isinstance(start, int | float) else None,
+            )
+        elif kind == "plan_answered" and self._planner_span is not None:
+            usage = data.get("usage") or {}
+            for key in ("input_tokens", "output_tokens"):
+                if isinstance(usage.get(key), int):
+                    self._planner_span.set_attribute(f"gen_ai.usage.{key}", usage[key])
+            self._planner_end(data.get("at"))
+
+    def _planner_end(self, at: Any) -> None:
+        span, self._planner_span = self._planner_span, None
+        if span is not None:
+            span.end(end_time=_ns(at) if isinstance(at, int | float) else None)
 
     # ------------------------------------------------------------------ events
 

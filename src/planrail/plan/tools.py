@@ -113,10 +113,6 @@ class ToolSpec:
     """What one call needs where it runs (``num_cpus``, ``num_gpus``, ``memory`` in bytes), for
     runners that place calls on a cluster (Ray); a step's ``compute`` overrides it."""
 
-    @property
-    def honours_idempotency_key(self) -> bool:
-        return self.side_effects in ("none", "idempotent", "keyed")
-
     def to_catalog_entry(self) -> dict[str, Any]:
         """This tool in MCP catalog form (``name``, ``description``, ``inputSchema``, ...)."""
         entry: dict[str, Any] = {

@@ -223,7 +223,13 @@ class Planner:
         for n in range(self.max_repairs + 1):
             attempt = Attempt(kind if n == 0 else "repair", [m.to_dict() for m in messages])
             attempts.append(attempt)
-            self._event("plan_requested", kind=attempt.kind, attempt=n + 1)
+            self._event(
+                "plan_requested",
+                kind=attempt.kind,
+                attempt=n + 1,
+                at=self.clock.now(),
+                model=getattr(self.llm, "model", None),
+            )
             stream = on_step is not None and n == 0 and self.llm.supports_streaming
             try:
                 response = await self._ask(messages, attempt, on_step if stream else None)
@@ -231,7 +237,13 @@ class Planner:
                 exc.attempts = attempts
                 raise
             attempt.raw, attempt.usage = response.text, response.usage
-            self._event("plan_answered", attempt=n + 1, streamed=attempt.streamed)
+            self._event(
+                "plan_answered",
+                attempt=n + 1,
+                streamed=attempt.streamed,
+                at=self.clock.now(),
+                usage=response.usage.to_dict(),
+            )
             try:
                 data = response.data if response.data is not None else extract_json(response.text)
             except LLMAnswerError as exc:

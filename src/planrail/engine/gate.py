@@ -1,0 +1,186 @@
+"""The gate every run passes before its first step (see ``docs/architecture.md``).
+
+An approval the run holds must be for the plan as it is now (its hash recomputed from the
+content); a run that needs one asks its approver; a run found in the store brings back the
+approval and the policies it started with. These are the :class:`~planrail.Execution`'s own
+steps, kept in a module of their own; they read and set the execution's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from planrail.engine.approval import (
+    ApprovalRequest,
+    ApprovalRequiredError,
+    approval_record,
+    ask,
+    label_of,
+)
+from planrail.engine.checkpoint import PlanMismatchError, PolicyMismatchError
+from planrail.engine.events import EventType
+from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
+from planrail.plan.model import Plan
+from planrail.policies.limits import RunPolicy
+from planrail.policies.security import SecurityPolicy
+from planrail.store.base import RunRecord
+from planrail.types import StepStatus
+
+if TYPE_CHECKING:
+    from planrail.engine.executor import Execution
+
+__all__ = ["adopt", "approval_needed", "approve_and_seal", "gate", "policies"]
+
+E = EventType
+S = StepStatus
+
+
+async def approve_and_seal(ex: Execution, plan: Plan) -> bool:
+    """:meth:`Execution.approve_and_seal`: the gate for an open plan once it is whole."""
+    before, ex.plan, ex._sealed = ex.plan, plan, True
+    try:
+        for step in plan.steps:
+            if step.id not in ex._steps:
+                ex.effects[step.id] = step_effect(step, ex.registry)
+        needed = needed_for(ex, plan, effects_of(plan.steps, ex.registry))
+        if needed and ex.approval is None and not await decide(ex, needed):
+            return False
+    finally:
+        ex.plan, ex._sealed = before, False
+    if ex.approval is None:
+        ex.approval = approval_record(plan.hash, "not required", ex.clock.now())
+    ex.seal(plan)
+    if ex.store is not None and ex._ckpt is None:
+        await ex._open_checkpoint()
+        ex._dirty.update(sid for sid, r in ex.results.items() if r.status != S.PENDING)
+        ex._start_background()
+    return True
+
+
+def adopt(ex: Execution, stored: RunRecord | None) -> None:
+    """A run found in the store brings its approval and the policies it started with.
+
+    Policies given here that differ from the stored ones are refused
+    (:class:`PolicyMismatchError`) unless ``policy_override``, which is recorded as an
+    event; a policy not given here is the stored one.
+    """
+    if stored is None:
+        return
+    current = ex.plan.fresh_hash()
+    if stored.plan_hash != current:
+        raise PlanMismatchError(
+            f"run '{ex.run_id}' exists with another plan ({stored.plan_hash[:19]}…);"
+            f" this plan is {current[:19]}…: a run only resumes its own plan",
+            run_id=ex.run_id,
+        )
+    if ex.approval is None and stored.approval is not None:
+        ex.approval = dict(stored.approval)
+    saved = stored.metadata.get("policies")
+    if not isinstance(saved, dict):
+        return
+    kept_security = saved.get("security")
+    given = None if ex._security_given is None else ex._security_given.to_dict()
+    if ex._security_given is None:
+        ex.security = None if kept_security is None else SecurityPolicy.from_mapping(kept_security)
+    elif given != kept_security:
+        override(ex, "security", kept_security, given)
+    kept_run = saved.get("run")
+    if ex._policy_given is None:
+        if isinstance(kept_run, dict):
+            ex.policy = RunPolicy.from_mapping(kept_run)
+    elif ex._policy_given.to_dict() != kept_run:
+        override(ex, "run", kept_run, ex._policy_given.to_dict())
+
+
+def override(ex: Execution, which: str, stored: Any, given: Any) -> None:
+    if not ex.policy_override:
+        raise PolicyMismatchError(
+            f"run '{ex.run_id}' was started under another {which} policy; resume it"
+            " without one (the stored policy applies), or override it explicitly"
+            " (policy_override=True, --override-policy), which is recorded",
+            run_id=ex.run_id,
+        )
+    # Emitted once the checkpoint is open, so that the store records it with the run.
+    ex._overrides.append({"policy": which, "stored": stored, "now": given})
+
+
+def policies(ex: Execution) -> dict[str, Any]:
+    """The policies this run runs under, as stored with it (and re-applied by resume)."""
+    return {
+        "security": None if ex.security is None else ex.security.to_dict(),
+        "run": ex.policy.to_dict(),
+    }
+
+
+def approval_needed(ex: Execution) -> list[str]:
+    """Steps that need approval before this (sealed) plan may start, if it holds none."""
+    if not ex._sealed or ex.approval is not None:
+        return []
+    return needed_for(ex, ex.plan, ex.effects)
+
+
+def needed_for(ex: Execution, plan: Plan, effects: Mapping[str, Effect]) -> list[str]:
+    """The steps of ``plan`` that need approval, less those reused from an earlier run."""
+    if ex.approval_policy is None:
+        return needing_approval(effects, done=ex._restored)
+    return [s for s in ex.approval_policy(plan, ex.registry) if s not in ex._restored]
+
+
+async def gate(ex: Execution, needed: list[str]) -> bool:
+    """The one gate. An approval the run holds was checked against this very plan before
+    anything was written (its hash recomputed from the content, so a plan changed in place
+    after approval is refused); without one, the approver is asked. False: the run stops
+    here, ``awaiting_approval``."""
+    if not ex._sealed or ex.approval is not None or not needed:
+        return True  # an open plan is approved when it is sealed; a held one was checked
+    answer = await decide(ex, needed)
+    if answer:
+        if ex._ckpt is not None:  # durable before the first step: a resume needs it
+            assert ex.approval is not None
+            ex._ckpt.record_approval(ex.approval)
+        return True
+    if answer is None and ex._ckpt is None:
+        raise ApprovalRequiredError(
+            "the approver deferred the decision, but this run has no store to keep it in",
+            run_id=ex.run_id,
+        )
+    ex.status = "awaiting_approval"
+    ex.error = (
+        f"waiting for approval of {', '.join(needed)}: `planrail approve {ex.run_id}`"
+        " then `planrail resume`"
+        if answer is None
+        else "approval refused: nothing was executed"
+    )
+    ex._emit(E.RUN_FINISHED, data={"status": ex.status, "error": ex.error})
+    ex._save_final()
+    return False
+
+
+async def decide(ex: Execution, needed: list[str]) -> bool | None:
+    """Ask for the approval of the plan as it is now (``approve=True`` is a yes)."""
+    current = ex.plan.fresh_hash()
+    now = ex.clock.now()
+    if ex.approve:
+        ex.approval = approval_record(current, "approve=True", now, needed)
+        return True
+    request = ApprovalRequest.build(
+        ex.plan,
+        ex.registry,
+        ex.effects,
+        needed,
+        reason=ex.reason,
+        reused=ex._restored,
+        plan_hash=current,
+        run_id=ex.run_id,
+    )
+    ex._emit(E.APPROVAL_REQUESTED, data={"steps": needed, "plan_hash": current})
+    answer = await ask(ex.approver, request)
+    if answer:
+        ex.approval = approval_record(current, label_of(ex.approver), now, needed)
+        return True
+    ex._emit(
+        E.APPROVAL_REFUSED if answer is False else E.APPROVAL_DEFERRED,
+        data={"steps": needed, "plan_hash": current},
+    )
+    return answer

@@ -1,0 +1,206 @@
+"""The gate every run goes through: approval bound to the plan's content, policies that travel
+with the run, and nothing that changes the world before the plan is approved."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import planrail
+from planrail.engine import operations
+from planrail.engine.approval import ApprovalRequest, ApprovalRequiredError
+from planrail.engine.checkpoint import PlanMismatchError, PolicyMismatchError
+from planrail.engine.executor import Execution
+from planrail.plan.model import Plan, Step
+from planrail.policies.security import ApprovalMismatchError
+from planrail.store import open_store
+
+CALLS: list[str] = []
+
+
+@planrail.tool(side_effects="none")
+def look(q: str) -> dict[str, str]:
+    CALLS.append("look")
+    return {"q": q}
+
+
+@planrail.tool(side_effects="unsafe")
+def pay(to: str, amount: int) -> dict[str, Any]:
+    CALLS.append(f"pay:{to}:{amount}")
+    return {"paid": amount}
+
+
+TOOLS = [look, pay]
+PLAN = {
+    "goal": "pay",
+    "steps": [
+        {"id": "a", "tool": "look", "args": {"q": "bill"}},
+        {"id": "b", "tool": "pay", "args": {"to": "alice", "amount": 10}, "depends_on": ["a"]},
+    ],
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_calls() -> None:
+    CALLS.clear()
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+async def test_without_an_approver_a_side_effecting_plan_does_not_start() -> None:
+    """The Python API no longer runs unapproved side effects: no approver and no approve=True
+    is a clear error before any tool is called."""
+    with pytest.raises(ApprovalRequiredError, match="approve=True"):
+        await planrail.arun(PLAN, TOOLS)
+    assert CALLS == []
+
+
+async def test_a_read_only_plan_needs_no_approval() -> None:
+    """Nothing to approve: the run goes ahead without an approver."""
+    result = await planrail.arun({"steps": [PLAN["steps"][0]]}, TOOLS)
+    assert result.status == "succeeded"
+
+
+async def test_the_approver_sees_the_steps_and_the_hash_and_its_no_stops_everything() -> None:
+    """The approver is asked once with the steps that change the world and the hash it binds;
+    a no ends the run ``awaiting_approval`` with nothing called."""
+    seen: list[ApprovalRequest] = []
+
+    def refuse(request: ApprovalRequest) -> bool:
+        seen.append(request)
+        return False
+
+    result = await planrail.arun(PLAN, TOOLS, approver=refuse)
+    assert result.status == "awaiting_approval"
+    assert CALLS == []
+    (request,) = seen
+    assert request.steps == ("b",)
+    assert request.plan_hash == planrail.load_plan(PLAN, TOOLS).hash
+    assert request.side_effects == {"a": "none", "b": "unsafe"}
+
+
+async def test_a_deferred_run_is_stored_then_approved_and_resumed(store_url: str) -> None:
+    """``defer`` stores the run ``awaiting_approval``; an operator's approve binds the stored
+    hash, and resume runs it once — the approval record says who and when."""
+    store = open_store(store_url)
+    result = await planrail.arun(PLAN, TOOLS, store=store, run_id="r1", approver=planrail.defer)
+    assert result.status == "awaiting_approval"
+    assert store.get_run("r1").status == "awaiting_approval"  # type: ignore[union-attr]
+    assert CALLS == []
+    operations.approve(store, "r1", by="alice")
+    done = await planrail.resume("r1", TOOLS, store=store).run()
+    assert done.status == "succeeded"
+    assert CALLS == ["look", "pay:alice:10"]
+    approval = store.get_run("r1").approval  # type: ignore[union-attr]
+    assert approval["by"] == "alice"
+    assert approval["at"] > 0
+    store.close()
+
+
+async def test_changing_the_plan_in_place_after_approval_is_refused_before_any_call() -> None:
+    """Steps are frozen but their args dicts are not: a payee changed after approval is
+    caught by the hash recomputed at the gate, before any tool runs."""
+    plan = planrail.load_plan(PLAN, TOOLS)
+    approval = {"plan_hash": plan.hash, "by": "alice"}
+    plan.step("b").args["to"] = "mallory"
+    with pytest.raises(ApprovalMismatchError):
+        await Execution(plan, TOOLS, approval=approval).run()
+    assert CALLS == []
+
+
+async def test_editing_the_stored_plan_is_refused_on_resume(store_url: str) -> None:
+    """Someone rewrites the plan in the store after approval: resume refuses it (the stored
+    plan no longer has the hash the approval and the run were bound to) and calls nothing."""
+    store = open_store(store_url)
+    await planrail.arun(PLAN, TOOLS, store=store, run_id="r2", approver=planrail.defer)
+    run = store.get_run("r2")
+    assert run is not None
+    operations.approve(store, "r2")
+    tampered = json.loads(json.dumps(run.plan))
+    tampered["steps"][1]["args"]["to"] = "mallory"
+    store.commit(run=dataclasses.replace(store.get_run("r2"), plan=tampered))  # type: ignore[arg-type]
+    with pytest.raises(PlanMismatchError):
+        await planrail.resume("r2", TOOLS, store=store).run()
+    assert CALLS == []
+    store.close()
+
+
+async def test_another_plan_on_disk_for_a_run_id_is_refused(store_url: str) -> None:
+    """``run --run-id`` with a plan file edited after the run started: refused, nothing runs."""
+    store = open_store(store_url)
+    await planrail.arun(PLAN, TOOLS, store=store, run_id="r3", approver=planrail.defer)
+    edited = json.loads(json.dumps(PLAN))
+    edited["steps"][1]["args"]["amount"] = 1000
+    with pytest.raises(PlanMismatchError):
+        await planrail.arun(edited, TOOLS, store=store, run_id="r3", approve=True)
+    assert CALLS == []
+    store.close()
+
+
+async def test_resume_applies_the_stored_policies_and_refuses_others_unless_overridden(
+    store_url: str,
+) -> None:
+    """The security and run policies a run started with are stored and re-applied; another
+    policy on resume is refused unless overridden, and an override is recorded as an event."""
+    deny = planrail.SecurityPolicy.from_mapping(
+        {"rules": [{"tool": "pay", "action": "deny", "reason": "no payments"}]}
+    )
+    store = open_store(store_url)
+    first = await planrail.arun(
+        PLAN,
+        TOOLS,
+        store=store,
+        run_id="r4",
+        security=deny,
+        approve=True,
+        policy=planrail.RunPolicy(max_items=7),
+    )
+    assert first.steps["b"].status == "failed"
+    again = planrail.resume("r4", TOOLS, store=store)
+    assert (await again.run()).steps["b"].status == "failed"
+    assert again.security == deny
+    assert again.policy.max_items == 7
+    assert [c for c in CALLS if c.startswith("pay")] == []
+    lenient = planrail.SecurityPolicy()
+    with pytest.raises(PolicyMismatchError):
+        await planrail.resume("r4", TOOLS, store=store, security=lenient).run()
+    third = await planrail.resume(
+        "r4", TOOLS, store=store, security=lenient, policy_override=True
+    ).run()
+    assert third.status == "succeeded"
+    assert "policy_overridden" in [e.type for e in store.events("r4")]
+    store.close()
+
+
+async def test_an_open_plan_holds_a_read_only_step_that_asks_for_approval() -> None:
+    """A streamed (open) plan starts read-only steps early, but not one marked
+    ``requires_approval: true``: it waits for the sealed plan's approval."""
+    registry = planrail.ToolRegistry(TOOLS)
+    execution = Execution(
+        Plan(goal="g", steps=()), registry, open_plan=True, approver=planrail.approve_all
+    )
+    runner = asyncio.create_task(execution.run())
+    free = Step.model_validate({"id": "free", "tool": "look", "args": {"q": "x"}})
+    held = Step.model_validate(
+        {"id": "held", "tool": "look", "args": {"q": "y"}, "requires_approval": True}
+    )
+    await asyncio.sleep(0)
+    execution.extend([free, held])
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert CALLS == ["look"], "only the step that needs no approval ran"
+    sealed = Plan(goal="g", steps=(free, held))
+    assert await execution.approve_and_seal(sealed)
+    result = await runner
+    assert result.status == "succeeded"
+    assert CALLS == ["look", "look"]
+    assert execution.approval is not None
+    assert execution.approval["steps"] == ["held"]
