@@ -24,6 +24,9 @@ ANY: frozenset[str] | None = None
 """``schema_types`` returns ``None`` when a schema accepts any type."""
 
 _ALL_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
+_ONE = {t: frozenset({t}) for t in _ALL_TYPES}
+"""One frozenset per type name, shared (``schema_types`` answers one type most of the time)."""
+_COMPOUND = ("$ref", "anyOf", "oneOf", "const", "enum")
 
 
 def deref(schema: Any, root: Schema | None) -> Schema:
@@ -54,6 +57,10 @@ def _alternatives(schema: Schema, root: Schema | None) -> list[Schema] | None:
 
 def schema_types(schema: Any, root: Schema | None = None) -> frozenset[str] | None:
     """The JSON types a schema admits, or ``None`` for any type."""
+    if type(schema) is dict:  # the usual {"type": "string", ...}: no lookups beyond its type
+        t = schema.get("type")
+        if type(t) is str and not any(k in schema for k in _COMPOUND):
+            return _ONE.get(t)
     schema = deref(schema, root)
     alts = _alternatives(schema, root)
     if alts is not None:
@@ -70,7 +77,7 @@ def schema_types(schema: Any, root: Schema | None = None) -> frozenset[str] | No
         return frozenset(json_type(v) for v in schema["enum"])
     t = schema.get("type")
     if isinstance(t, str) and t in _ALL_TYPES:
-        return frozenset({t})
+        return _ONE[t]
     if isinstance(t, list):
         ts = frozenset(x for x in t if isinstance(x, str) and x in _ALL_TYPES)
         return ts or None
@@ -98,7 +105,7 @@ def json_type(value: Any) -> str:
 
 def types_compatible(produced: frozenset[str] | None, accepted: frozenset[str] | None) -> bool:
     """Whether a value of one of ``produced`` types may be one of ``accepted`` types."""
-    if produced is None or accepted is None:
+    if produced is None or accepted is None or not produced.isdisjoint(accepted):
         return True
     widened = set(produced)
     if "integer" in widened:
@@ -195,14 +202,16 @@ def check_literal(
     actual = json_type(value)
     if (
         accepted is not None
-        and not types_compatible(frozenset({actual}), accepted)
+        and actual not in accepted
+        and not types_compatible(_ONE.get(actual) or frozenset({actual}), accepted)
         and not (actual == "integer" and "number" in accepted)
     ):
         yield path, _mismatch(frozenset({actual}), accepted, "the value")
         return
     alts = _alternatives(schema, root)
     if alts is not None:
-        matching = [a for a in alts if types_compatible(frozenset({actual}), schema_types(a, root))]
+        one = _ONE.get(actual) or frozenset({actual})
+        matching = [a for a in alts if types_compatible(one, schema_types(a, root))]
         if len(matching) == 1:
             yield from check_literal(value, matching[0], root, string_types, path)
         return
