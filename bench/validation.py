@@ -20,6 +20,14 @@ function calls one validation makes is counted too (``cProfile``): it does not d
 and a linear validator makes the same number of calls per step at every size.
 
     python -m bench.validation [--quick] [--repeats N]
+
+``--against SRC`` compares this checkout with another one's ``src`` folder on the 10,000-step
+plan instead: each round validates it in a fresh process of each (interleaved, so both see the
+same load) and the medians of the rounds are reported, with the ratio of calls per step, which
+load does not disturb. Before/after a change::
+
+    git archive <commit-before> src | tar -x -C /tmp/planrail-before
+    python -m bench.validation --against /tmp/planrail-before/src
 """
 
 from __future__ import annotations
@@ -27,10 +35,15 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import json
+import os
 import pstats
 import random
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.report import table, write_json
@@ -160,11 +173,72 @@ def measure(n: int, repeats: int) -> dict[str, Any]:
     return row
 
 
+AGAINST_STEPS = 10_000
+
+
+def _child(n: int, repeats: int) -> None:
+    """One side of ``--against``: print this interpreter's figures as JSON."""
+    plan = generate(n)
+    validate(plan, TOOLS, limits=LIMITS)  # warm-up
+    profile = cProfile.Profile()
+    _cold()
+    profile.runcall(validate, plan, TOOLS, limits=LIMITS)
+    median = statistics.median(_cpu_seconds(plan, gc_enabled=False) for _ in range(repeats))
+    calls = pstats.Stats(profile).total_calls / n
+    print(json.dumps({"us_per_step": median / n * 1e6, "calls": calls}))
+
+
+def against(src: Path, rounds: int, repeats: int) -> dict[str, Any]:
+    """``--against``: the 10,000-step plan, alternately in ``src``'s planrail and this one."""
+    here = Path(__file__).resolve().parents[1]
+    sides = {"before": src.resolve(), "after": here / "src"}
+    got: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+    for r in range(rounds):
+        for side, path in sides.items():
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), str(here)])}
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.validation", "--child", str(repeats)],
+                cwd=here, env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            got[side].append(json.loads(out.stdout.splitlines()[-1]))
+        print(f"  round {r + 1}/{rounds}", flush=True)
+    med = {
+        side: {k: statistics.median(x[k] for x in rows) for k in ("us_per_step", "calls")}
+        for side, rows in got.items()
+    }
+    pairs = zip(got["after"], got["before"], strict=True)
+    per_round = [a["us_per_step"] / b["us_per_step"] for a, b in pairs]
+    ratio = statistics.median(per_round)
+    calls = med["after"]["calls"] / med["before"]["calls"]
+    print(
+        table(
+            ["", "us/step (median of rounds)", "calls/step"],
+            [[side, m["us_per_step"], round(m["calls"])] for side, m in med.items()],
+        )
+    )
+    print(
+        f"\nafter / before ({AGAINST_STEPS:,} steps): {ratio:.3f}x CPU time (median of the"
+        f" rounds' ratios: {', '.join(f'{r:.3f}' for r in per_round)}), {calls:.3f}x calls"
+    )
+    payload = {"steps": AGAINST_STEPS, "rounds": got, "median": med, "ratios": per_round,
+               "ratio": ratio, "calls_ratio": calls, "before_src": str(src)}  # fmt: skip
+    print(f"results: {write_json('validation-against', False, payload)}")
+    return payload
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to 10,000 (CI smoke)")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--against", type=Path, help="another checkout's src folder")
+    parser.add_argument("--rounds", type=int, default=5, help="with --against")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child is not None:
+        _child(AGAINST_STEPS, args.child)
+        return {}
+    if args.against is not None:
+        return against(args.against, args.rounds, args.repeats or 5)
     sizes = QUICK_SIZES if args.quick else SIZES
     print("validation: planrail.validate on generated valid plans (median CPU seconds)")
     rows: list[dict[str, Any]] = []

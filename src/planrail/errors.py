@@ -5,7 +5,8 @@
     PlanrailError
     ├── PlanError                       a plan cannot be loaded, made or is not valid
     │   ├── PlanLoadError               malformed JSON/YAML, or not an object of steps
-    │   │   └── LimitExceeded           over a size, depth or count limit      (plan.loader)
+    │   │   ├── LimitExceeded           over a size, depth or count limit      (plan.loader)
+    │   │   └── DuplicateKeyError       an object holds the same key twice     (plan.loader)
     │   ├── ReferenceSyntaxError        a ``${...}`` not following the reference grammar
     │   ├── PlanValidationError         carries every Issue found (``.issues``)
     │   ├── PredicateSyntaxError        a predicate not following its grammar  (plan.predicates)

@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
-
 import pytest
 
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Step
 from planrail.plan.validate import CODES
 
-from .helpers import DATA, PLANS
+from .helpers import DATA, PLANS, load_script
 
 DOCS = DATA.parent.parent / "docs" / "plan-format.md"
 
 
-def _load_examples() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("plan_doc_examples", PLANS / "doc_examples.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-examples = _load_examples()
+examples = load_script(PLANS / "doc_examples.py", "plan_doc_examples")
 
 
 @pytest.mark.parametrize(("code", "name"), examples.ERRORS)

@@ -64,14 +64,18 @@ def test_an_alias_never_overwrites_the_canonical_field() -> None:
     assert validate(data).errors[0].code == "schema_error"  # 'params' is then unknown
 
 
-def test_small_shape_repairs_are_noted_or_harmless() -> None:
-    """A single dependency string becomes a list (noted); null args/depends_on become empty."""
+def test_small_shape_repairs_are_all_noted() -> None:
+    """A single dependency string becomes a list; null args/depends_on become empty: all noted."""
     data, notes = normalize(
         {"steps": [{"id": "a", "depends_on": "b", "args": None}, {"id": "b", "depends_on": None}]}
     )
     assert data["steps"][0] == {"id": "a", "depends_on": ["b"], "args": {}}
     assert data["steps"][1] == {"id": "b", "depends_on": []}
-    assert [n[2] for n in notes] == ["a single dependency read as a list"]
+    assert [n[2] for n in notes] == [
+        "a single dependency read as a list",
+        "null args read as {}",
+        "null depends_on read as []",
+    ]
 
 
 def test_action_is_inferred_from_prompt_or_condition() -> None:

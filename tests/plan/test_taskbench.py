@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from planrail.plan.repair import repair
 
-from .helpers import TASKBENCH
+from .helpers import TASKBENCH, load_script
 
-
-def _load_confusion() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("taskbench_confusion", TASKBENCH / "confusion.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-confusion = _load_confusion()
+confusion = load_script(TASKBENCH / "confusion.py", "taskbench_confusion")
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +145,9 @@ def test_repair_restores_stripped_reference_edges_on_real_plans(cases: list[Any]
             assert repaired == original, case.source
             restored += removed
     assert restored > 1000
+
+
+def test_the_warnings_table_in_the_docs_is_current(cases: list[Any]) -> None:
+    """docs/plan-format.md shows the new warnings per label exactly as the script prints them."""
+    docs = TASKBENCH.parent.parent.parent / "docs" / "plan-format.md"
+    assert confusion.warnings_markdown(cases) in docs.read_text(encoding="utf-8")

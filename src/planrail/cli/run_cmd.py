@@ -41,7 +41,14 @@ from planrail.cli.common import (
 )
 from planrail.cli.render import print_issues
 from planrail.errors import PlanrailError
-from planrail.plan.validate import validate
+from planrail.plan.validate import (
+    LEVELS,
+    LINT_CODES,
+    Level,
+    ValidationOptions,
+    check_plan,
+    validate,
+)
 from planrail.runs import prepare
 
 __all__: list[str] = []
@@ -53,13 +60,25 @@ def validate_cmd(
     tools: ToolsOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Placeholder literals are errors, not warnings.")
+    ] = False,
+    lint: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--lint",
+            help="Level of the lints: off, warning or error, for both or as CODE=LEVEL"
+            f" ({', '.join(LINT_CODES)}); repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Check a plan statically: every problem at once, nothing executed (exit 3 if invalid)."""
     console = out(json_out)
     check_plan_path(plan, console)
+    options = ValidationOptions(strict=strict, lints=_lint_levels(lint or [], console))
     registry = registry_from(tools, catalog, console)
     has_tools = bool(tools or catalog)
-    report = validate(plan, registry if has_tools else None)
+    report = check_plan(plan, registry if has_tools else None, options=options)
     if json_out:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
@@ -67,6 +86,23 @@ def validate_cmd(
         if not has_tools and report.valid:
             console.print("[dim]tools were not checked: pass --tools or --catalog[/]")
     raise typer.Exit(ExitCode.OK if report.valid else ExitCode.INVALID_PLAN)
+
+
+def _lint_levels(values: list[str], console: Console) -> dict[str, Level]:
+    """``--lint`` values (``error``, ``needless_dependency=off``) as levels per lint code."""
+    levels: dict[str, Level] = {}
+    for value in values:
+        code, _, level = value.rpartition("=")
+        codes = [code] if code else list(LINT_CODES)
+        if level not in LEVELS or any(c not in LINT_CODES for c in codes):
+            raise fail(
+                console,
+                f"--lint {value!r}: use off, warning or error, alone or as CODE=LEVEL with a"
+                f" CODE among {', '.join(LINT_CODES)}",
+                ExitCode.USAGE,
+            )
+        levels.update(dict.fromkeys(codes, level))
+    return levels
 
 
 @app.command("run")

@@ -12,19 +12,19 @@ twice on purpose (a clock, a queue) is legitimate.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from planrail.plan.validate import _Ctx
+from planrail.plan.validate_context import Context
 
 __all__ = ["duplicate_calls_pass"]
 
 
-def duplicate_calls_pass(ctx: _Ctx) -> None:
+def duplicate_calls_pass(ctx: Context) -> None:
     """Warning ``duplicate_call``: a step repeats an earlier step's tool and arguments."""
     first: dict[tuple[str, str], str] = {}
     for step in ctx.steps:
         if step.action != "tool_call" or not step.tool or step.for_each is not None:
+            continue
+        if ctx.skips(step, "args"):  # malformed: reported, and left out (so empty here)
             continue
         try:
             key = (step.tool, json.dumps(step.args, sort_keys=True, separators=(",", ":")))
@@ -35,7 +35,7 @@ def duplicate_calls_pass(ctx: _Ctx) -> None:
             ctx.warn(
                 "duplicate_call",
                 step.id,
-                f"$.steps[{ctx.known[step.id]}].args",
+                f"{ctx.at(step)}.args",
                 f"step '{step.id}' calls '{step.tool}' with the same arguments as step"
                 f" '{earlier}'; reference ${{{earlier}}} instead of calling it again",
             )

@@ -17,7 +17,7 @@ import yaml
 
 from planrail.errors import PlanLoadError
 
-__all__ = ["PlanLimits", "load_document", "normalize", "read_plan_file"]
+__all__ = ["DuplicateKeyError", "PlanLimits", "load_document", "normalize", "read_plan_file"]
 
 try:  # the C loader is ~10× faster; both are "safe"
     _YamlLoader: Any = yaml.CSafeLoader
@@ -66,10 +66,28 @@ def read_plan_file(path: str | Path, limits: PlanLimits = PlanLimits()) -> str:
         raise PlanLoadError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
 
 
+class DuplicateKeyError(PlanLoadError):
+    """An object holds the same key twice (JSON and YAML would silently keep the last)."""
+
+    code = "duplicate_key"
+
+
+Duplicates = list[tuple[str, str]]
+"""``(JSONPath of the repeated key, message)`` for each key an object holds twice."""
+
+
 def load_document(
-    text: str | bytes, limits: PlanLimits = PlanLimits(), *, fmt: str | None = None
+    text: str | bytes,
+    limits: PlanLimits = PlanLimits(),
+    *,
+    fmt: str | None = None,
+    duplicates: Duplicates | None = None,
 ) -> Any:
-    """Parse JSON or YAML within ``limits``; ``fmt`` is ``"json"``, ``"yaml"`` or sniffed."""
+    """Parse JSON or YAML within ``limits``; ``fmt`` is ``"json"``, ``"yaml"`` or sniffed.
+
+    A key repeated in one object is a :class:`DuplicateKeyError` — or, when a ``duplicates``
+    list is given, appended to it (the last value is kept) so the caller can go on checking.
+    """
     if isinstance(text, bytes):
         if len(text) > limits.max_plan_bytes:
             raise LimitExceeded(_too_big(len(text), limits))
@@ -84,8 +102,9 @@ def load_document(
         raise PlanLoadError("the plan is empty")
     if fmt is None:
         fmt = "json" if text.lstrip()[:1] in "{[" else "yaml"
+    found: Duplicates = []
     try:
-        data = json.loads(text) if fmt == "json" else yaml.load(text, Loader=_YamlLoader)
+        data = _parse_json(text, found) if fmt == "json" else _parse_yaml(text, found)
     except RecursionError:
         raise LimitExceeded(
             f"the plan nests too deeply to parse (limit {limits.max_depth} levels)"
@@ -107,6 +126,110 @@ def load_document(
         reason = str(exc).split(";")[0]
         raise PlanLoadError(f"the plan holds a value that cannot be read: {reason}") from None
     check_bounds(data, limits)
+    if found:
+        if duplicates is None:
+            path, message = found[0]
+            raise DuplicateKeyError(f"{path}: {message}")
+        duplicates.extend(found)
+    return data
+
+
+def _parse_json(text: str, found: Duplicates) -> Any:
+    flagged: list[tuple[dict[str, Any], list[str]]] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            counts: dict[str, int] = {}
+            for k, _ in pairs:
+                counts[k] = counts.get(k, 0) + 1
+            flagged.append((d, [k for k, n in counts.items() if n > 1]))
+        return d
+
+    data = json.loads(text, object_pairs_hook=pairs_hook)
+    if flagged:
+        where = {id(d): keys for d, keys in flagged}
+        for path, value in _walk_containers(data):
+            for key in where.pop(id(value), ()):
+                found.append((f"{path}.{key}", _duplicate_message(key)))
+    return data
+
+
+def _walk_containers(data: Any) -> list[tuple[str, Any]]:
+    """``(JSONPath, container)`` for every dict in ``data`` (only called when one is flagged)."""
+    out: list[tuple[str, Any]] = []
+    stack: list[tuple[str, Any]] = [("$", data)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, dict):
+            out.append((path, v))
+            stack.extend((f"{path}.{k}", x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((f"{path}[{i}]", x) for i, x in enumerate(v))
+    return out
+
+
+def _duplicate_message(key: str, line: int | None = None) -> str:
+    at = f" (again at line {line})" if line is not None else ""
+    return (
+        f"key '{key}' appears twice in this object{at}; only the last value would be kept —"
+        " remove or rename one"
+    )
+
+
+class _StrictYamlLoader(_YamlLoader):  # type: ignore[misc]
+    """The safe loader, recording mappings that repeat a key (PyYAML keeps the last)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.flagged: dict[int, list[tuple[str, int]]] = {}
+        self.flattened: set[int] = set()
+        self.root: Any = None
+
+    def construct_document(self, node: Any) -> Any:
+        self.root = node
+        return super().construct_document(node)
+
+    def flatten_mapping(self, node: Any) -> None:
+        # merge keys (<<) bring in keys the mapping may override: that is not a repeat
+        if id(node) not in self.flattened:
+            self._check_keys(node)
+            self.flattened.add(id(node))
+        super().flatten_mapping(node)
+
+    def _check_keys(self, node: Any) -> None:
+        seen: set[tuple[str, str]] = set()
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            k = (key.tag, key.value)
+            if k in seen:
+                self.flagged.setdefault(id(node), []).append((key.value, key.start_mark.line + 1))
+            seen.add(k)
+
+
+def _parse_yaml(text: str, found: Duplicates) -> Any:
+    loader = _StrictYamlLoader(text)
+    try:
+        data = loader.get_single_data()
+    finally:
+        loader.dispose()
+    if loader.flagged:
+        seen: set[int] = set()
+        stack: list[tuple[str, Any]] = [("$", loader.root)]
+        while stack:
+            path, node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, yaml.MappingNode):
+                for key, line in loader.flagged.get(id(node), ()):
+                    found.append((f"{path}.{key}", _duplicate_message(key, line)))
+                pairs = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+                stack.extend((f"{path}.{k.value}", v) for k, v in pairs)
+            elif isinstance(node, yaml.SequenceNode):
+                stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node.value))
+        found.sort()
     return data
 
 
@@ -278,7 +401,9 @@ def normalize(data: Any) -> tuple[Any, list[tuple[str | None, str, str]]]:
             notes.append((sid, f"$.steps[{i}].depends_on", "a single dependency read as a list"))
         elif step.get("depends_on") is None and "depends_on" in step:
             step["depends_on"] = []
+            notes.append((sid, f"$.steps[{i}].depends_on", "null depends_on read as []"))
         if step.get("args") is None and "args" in step:
             step["args"] = {}
+            notes.append((sid, f"$.steps[{i}].args", "null args read as {}"))
         steps.append(step)
     return {**data, "steps": steps}, notes

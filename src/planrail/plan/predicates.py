@@ -35,6 +35,7 @@ from typing import Any
 from planrail.errors import PlanError, PlanrailError, ReferenceResolutionError, ReferenceSyntaxError
 from planrail.plan.first import compile_args
 from planrail.plan.refs import Reference, parse_reference, parse_template, resolve_path
+from planrail.plan.schema import json_type
 
 __all__ = [
     "MAX_PREDICATE_DEPTH",
@@ -44,6 +45,7 @@ __all__ = [
     "PredicateSyntaxError",
     "check_predicate",
     "compile_predicate",
+    "predicate_type_problems",
 ]
 
 MAX_PREDICATE_DEPTH = 32
@@ -215,6 +217,86 @@ def _check_templates(value: Any) -> None:
             stack.extend(v.values())
         elif isinstance(v, list):
             stack.extend(v)
+
+
+# ---------------------------------------------------------------- static types
+
+TypesOf = Callable[[str], Any]
+"""For a string operand: ``True`` (plain text), the JSON types its reference produces
+(a frozenset, ``None`` for any) or ``False`` when unknown."""
+
+_NUMBERS = frozenset({"integer", "number"})
+
+
+def predicate_type_problems(value: Any, types_of: TypesOf) -> list[tuple[str, str]]:
+    """``(path, message)`` where the declared types of a well-formed predicate's operands can
+    never work: a ``"${ref}"`` predicate that is not a boolean, an ordering between a string
+    and a number, ``in`` on something that is not a list, string or object. Operands of
+    unknown type are given the benefit of the doubt; malformed parts are skipped (they are
+    ``invalid_predicate`` already)."""
+    problems: list[tuple[str, str]] = []
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, str):
+            types = types_of(v)
+            if isinstance(types, frozenset) and types and "boolean" not in types:
+                problems.append(
+                    (path, f"{v} is {_names(types)} according to its producer's output schema,"
+                     " not a boolean; compare it with 'eq' or another operator")
+                )  # fmt: skip
+            continue
+        if not isinstance(v, dict) or len(v) != 1:
+            continue
+        ((op, arg),) = v.items()
+        at = f"{path}.{op}"
+        if op in ("all", "any") and isinstance(arg, list):
+            stack.extend((p, f"{at}[{i}]") for i, p in enumerate(arg))
+        elif op == "not":
+            stack.append((arg, at))
+        elif op in _BINARY and isinstance(arg, list) and len(arg) == 2:
+            a, b = (_operand_types(x, types_of) for x in arg)
+            name = _BINARY[op]
+            problem = _binary_problem(name, a, b) if name != "contains" else None
+            if name == "contains":
+                problem = _binary_problem("in", b, a)
+            if problem:
+                problems.append((at, problem))
+    return problems
+
+
+def _operand_types(value: Any, types_of: TypesOf) -> frozenset[str] | None:
+    if isinstance(value, str):
+        found = types_of(value)
+        if found is True:
+            return frozenset({"string"})
+        return found if isinstance(found, frozenset) and found else None
+    if isinstance(value, dict) and "$first" in value:
+        return None
+    kind = json_type(value)
+    return _NUMBERS if kind in _NUMBERS else frozenset({kind})
+
+
+def _binary_problem(op: str, a: frozenset[str] | None, b: frozenset[str] | None) -> str | None:
+    if a is None or b is None:
+        return None
+    if op in ("lt", "le", "gt", "ge"):
+        if (a & _NUMBERS and b & _NUMBERS) or ("string" in a and "string" in b):
+            return None
+        return (
+            f"'{op}' compares two numbers or two strings, but its operands are {_names(a)}"
+            f" and {_names(b)} by their declared types; compare like with like"
+        )
+    if op == "in":
+        if not b & {"array", "string", "object"}:
+            return f"'in' needs a list, a string or an object, not {_names(b)}"
+        if "array" not in b and "string" not in a:
+            return f"'in' looks for a string in {_names(b)}, not {_names(a)}"
+    return None
+
+
+def _names(types: frozenset[str]) -> str:
+    return "/".join(sorted(types))
 
 
 # ---------------------------------------------------------------- evaluating

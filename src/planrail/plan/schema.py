@@ -6,6 +6,7 @@ side of accepting (the tool's own input validation still runs at call time).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ __all__ = [
     "child_schema",
     "deref",
     "json_type",
+    "literal_fits",
     "schema_types",
     "types_compatible",
 ]
@@ -180,15 +182,19 @@ def check_literal(
     root: Schema | None,
     string_types: Callable[[str], frozenset[str] | bool | None],
     path: tuple[str | int, ...] = (),
+    *,
+    target: str = "the parameter",
 ) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """Yield ``(path, problem)`` for each place where ``value`` cannot match ``schema``.
 
     ``string_types(s)`` handles strings: ``True`` for a plain literal string, or the types a
-    string holding references will produce (``None`` for unknown).
+    string holding references will produce (``None`` for unknown). A literal's type is checked
+    exactly (:func:`literal_fits`); a reference's declared type by :func:`types_compatible`.
+    ``target`` names what the schema describes in messages.
     """
     if type(value) is dict and len(value) == 1 and type(value.get("$first")) is list:
         for candidate in value["$first"]:  # a first-available value: each candidate must fit
-            yield from check_literal(candidate, schema, root, string_types, path)
+            yield from check_literal(candidate, schema, root, string_types, path, target=target)
         return
     schema = deref(schema, root)
     accepted = schema_types(schema, root)
@@ -197,23 +203,17 @@ def check_literal(
         if st is not True:
             produced = None if st is False else st
             if not types_compatible(produced, accepted):
-                yield path, _mismatch(produced, accepted, "the referenced output")
+                yield path, _mismatch(produced, accepted, "the referenced output", target)
             return
     actual = json_type(value)
-    if (
-        accepted is not None
-        and actual not in accepted
-        and not types_compatible(_ONE.get(actual) or frozenset({actual}), accepted)
-        and not (actual == "integer" and "number" in accepted)
-    ):
-        yield path, _mismatch(frozenset({actual}), accepted, "the value")
+    if not literal_fits(actual, accepted):
+        yield path, _mismatch(frozenset({actual}), accepted, _shown(value), target)
         return
     alts = _alternatives(schema, root)
     if alts is not None:
-        one = _ONE.get(actual) or frozenset({actual})
-        matching = [a for a in alts if types_compatible(one, schema_types(a, root))]
+        matching = [a for a in alts if literal_fits(actual, schema_types(a, root))]
         if len(matching) == 1:
-            yield from check_literal(value, matching[0], root, string_types, path)
+            yield from check_literal(value, matching[0], root, string_types, path, target=target)
         return
     enum = schema.get("enum")
     if (  # a literal outside the enum (a string only when it holds no reference)
@@ -228,7 +228,9 @@ def check_literal(
         if isinstance(props, dict):
             for k, v in value.items():
                 if k in props:
-                    yield from check_literal(v, props[k], root, string_types, (*path, k))
+                    yield from check_literal(
+                        v, props[k], root, string_types, (*path, k), target=target
+                    )
                 elif schema.get("additionalProperties") is False:
                     yield (*path, k), f"unexpected field {k!r} (allowed: {', '.join(props)})"
         req = schema.get("required")
@@ -240,10 +242,28 @@ def check_literal(
         items = schema.get("items")
         if isinstance(items, dict):
             for i, v in enumerate(value):
-                yield from check_literal(v, items, root, string_types, (*path, i))
+                yield from check_literal(v, items, root, string_types, (*path, i), target=target)
 
 
-def _mismatch(produced: frozenset[str] | None, accepted: frozenset[str] | None, what: str) -> str:
+def literal_fits(actual: str, accepted: frozenset[str] | None) -> bool:
+    """Whether a literal of JSON type ``actual`` fits ``accepted`` exactly: an integer is a
+    number, nothing else converts (``2.5`` is not an integer, ``"5"`` not a number)."""
+    return accepted is None or actual in accepted or (actual == "integer" and "number" in accepted)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return "the value"
+    text = json.dumps(value, ensure_ascii=False)
+    return f"the value {text if len(text) <= 40 else text[:40] + '…'}"
+
+
+def _mismatch(
+    produced: frozenset[str] | None,
+    accepted: frozenset[str] | None,
+    what: str,
+    target: str = "the parameter",
+) -> str:
     p = "/".join(sorted(produced or ())) or "any"
     a = "/".join(sorted(accepted or ())) or "any"
-    return f"{what} is {p} but the parameter expects {a}"
+    return f"{what} is {p} but {target} expects {a}"

@@ -24,15 +24,13 @@ first stage, which has no finished stage to check).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic
 
 from planrail.plan.graph import topological_order
 from planrail.plan.model import Plan, Stage
-
-if TYPE_CHECKING:
-    from planrail.plan.validate import _Ctx
+from planrail.plan.validate_context import Context
 
 __all__ = ["STAGE_CODES", "stage_goals", "stage_of", "stages_pass"]
 
@@ -56,7 +54,7 @@ def stage_goals(plan: Plan) -> dict[str, str]:
     return {sid: stage.goal for sid, stage in stage_of(plan).items()}
 
 
-def stages_pass(ctx: _Ctx) -> None:
+def stages_pass(ctx: Context) -> None:
     """invalid_stage / duplicate_stage / unknown_stage_step / duplicate_stage_step / stage_order."""
     raw = ctx.raw.get("stages")
     if raw is None:
@@ -111,7 +109,7 @@ def stages_pass(ctx: _Ctx) -> None:
         _order(ctx, raw, index)
 
 
-def _shapes(ctx: _Ctx, raw: list[Any]) -> list[tuple[int, Stage]]:
+def _shapes(ctx: Context, raw: list[Any]) -> list[tuple[int, Stage]]:
     stages: list[tuple[int, Stage]] = []
     for i, entry in enumerate(raw):
         try:
@@ -135,7 +133,7 @@ def _stage_message(err: Any) -> str:
     return str(err["msg"])
 
 
-def _order(ctx: _Ctx, raw: list[Any], index: dict[str, int]) -> None:
+def _order(ctx: Context, raw: list[Any], index: dict[str, int]) -> None:
     """stage_order: no step may (transitively) need a step of a later stage.
 
     ``latest[s]`` is the latest stage any (transitive) dependency of ``s`` is in; a topological
@@ -143,11 +141,7 @@ def _order(ctx: _Ctx, raw: list[Any], index: dict[str, int]) -> None:
     """
     if not index:
         return
-    deps: dict[str, list[str]] = {}
-    for step in ctx.steps:
-        edges = [d for d in step.depends_on if d in ctx.known and d != step.id]
-        edges.extend(r.step for _, r in ctx.refs.get(step.id, ()) if r.step != step.id)
-        deps[step.id] = edges
+    deps = ctx.edges()
     try:
         order = topological_order(deps)
     except ValueError:  # a cycle (or a duplicate id), reported by its own pass

@@ -3,6 +3,8 @@
 Reports (codes are stable):
 
 - ``invalid_predicate``: a ``condition``, ``when`` or ``repeat.until`` that is not a predicate;
+- ``type_mismatch``: a ``condition`` or ``when`` whose operands' declared types can never work
+  (a guard ``"${a.count}"`` that is not a boolean, ``gt`` between a string and a number);
 - ``invalid_policy``: ``repeat.max_iterations`` or ``max_parallel`` over the limit, a
   ``for_each`` that is not one reference or points at an output that is not a list, a join rule
   that can never be met, a tool whose default retry policy is invalid;
@@ -17,18 +19,16 @@ and warnings for what is allowed but suspicious (``$first`` under ``join: all_su
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic
 
 from planrail.errors import ReferenceSyntaxError
 from planrail.plan.first import FIRST, first_problems
 from planrail.plan.model import RetrySpec, Step
-from planrail.plan.predicates import check_predicate
+from planrail.plan.predicates import check_predicate, predicate_type_problems
 from planrail.plan.refs import Reference, parse_reference, parse_template
-
-if TYPE_CHECKING:
-    from planrail.plan.validate import _Ctx
+from planrail.plan.validate_context import Context, unit_output_schema, walk_schema
 
 __all__ = ["MAX_ITERATIONS", "MAX_PARALLEL", "policies_pass"]
 
@@ -40,18 +40,15 @@ MAX_PARALLEL = 1000
 """Largest ``max_parallel`` a plan may declare (``PlanLimits.max_parallel`` if set)."""
 
 
-def policies_pass(ctx: _Ctx) -> None:
+def policies_pass(ctx: Context) -> None:
     """invalid_policy / invalid_predicate / invalid_reference / unknown_output_field on policies."""
-    from planrail.plan import validate as v
-
     max_iterations = getattr(ctx.limits, "max_iterations", MAX_ITERATIONS)
     max_parallel = getattr(ctx.limits, "max_parallel", MAX_PARALLEL)
-    by_id = {s.id: s for s in ctx.steps}
-    types_of = v._ref_types(ctx, by_id)
+    types_of = ctx.ref_types()
     for step in ctx.steps:
-        at = v._at(ctx, step)
-        _predicates(ctx, step, at)
-        _locals(ctx, step, at, v.output_schema_of, v._walk_schema)
+        at = ctx.at(step)
+        _predicates(ctx, step, at, types_of)
+        _locals(ctx, step, at)
         _first(ctx, step, at)
         if step.repeat is not None and step.repeat.max_iterations > max_iterations:
             ctx.error(
@@ -78,7 +75,8 @@ def policies_pass(ctx: _Ctx) -> None:
                 )
         if step.for_each is not None:
             _for_each(ctx, step, at, types_of)
-        if step.join != "all_succeeded" and not step.depends_on:
+        no_deps = not step.depends_on and not ctx.skips(step, "depends_on")
+        if step.join != "all_succeeded" and no_deps:
             ctx.error(
                 "invalid_policy",
                 step.id,
@@ -100,17 +98,23 @@ def policies_pass(ctx: _Ctx) -> None:
         _tool_retry(ctx, step, at)
 
 
-def _predicates(ctx: _Ctx, step: Step, at: str) -> None:
+def _predicates(ctx: Context, step: Step, at: str, types_of: Any) -> None:
+    """invalid_predicate; type_mismatch where the operands' declared types can never work
+    (``repeat.until`` reads the step's own output, which ``types_of`` does not know)."""
     fields: list[tuple[str, Any]] = []
     if step.action == "condition_check" and step.condition is not None:
         fields.append(("condition", step.condition))
     if step.when is not None:
         fields.append(("when", step.when))
+    typed = len(fields)
     if step.repeat is not None:
         fields.append(("repeat.until", step.repeat.until))
-    for name, value in fields:
+    for i, (name, value) in enumerate(fields):
         for path, message in check_predicate(value):
             ctx.error("invalid_predicate", step.id, f"{at}.{name}{path}", message)
+        if i < typed:
+            for path, message in predicate_type_problems(value, types_of):
+                ctx.error("type_mismatch", step.id, f"{at}.{name}{path}", message)
 
 
 def _references_in(value: Any, path: str) -> Iterable[tuple[str, Reference]]:
@@ -131,7 +135,7 @@ def _references_in(value: Any, path: str) -> Iterable[tuple[str, Reference]]:
             stack.extend((f"{p}[{i}]", x) for i, x in enumerate(v))
 
 
-def _locals(ctx: _Ctx, step: Step, at: str, schema_of: Any, walk: Any) -> None:
+def _locals(ctx: Context, step: Step, at: str) -> None:
     """``${self}`` only in ``repeat.until`` (checked against the step's own output);
     ``${item}`` not in ``when``."""
     fields: list[tuple[str, Any]] = [("args", step.args)]
@@ -165,17 +169,17 @@ def _locals(ctx: _Ctx, step: Step, at: str, schema_of: Any, walk: Any) -> None:
                 )
     if step.repeat is None or "self" in ctx.known:
         return
-    own = schema_of(step.model_copy(update={"for_each": None}), ctx.registry)
+    own = unit_output_schema(step, ctx.registry)
     if own is None:
         return
     for path, ref in _references_in(step.repeat.until, f"{at}.repeat.until"):
         if ref.step == "self":
-            problem = walk(own, ref)
-            if problem:
+            status, problem = walk_schema(own, ref)
+            if status == "missing" and problem:
                 ctx.error("unknown_output_field", step.id, path, problem)
 
 
-def _first(ctx: _Ctx, step: Step, at: str) -> None:
+def _first(ctx: Context, step: Step, at: str) -> None:
     fields: list[tuple[str, Any]] = [("args", step.args)]
     if step.fallback is not None:
         fields.append(("fallback.args", step.fallback.args))
@@ -226,7 +230,7 @@ def _firsts(value: Any, path: str) -> Iterable[tuple[str, list[Any]]]:
             stack.extend((f"{p}[{i}]", x) for i, x in enumerate(v))
 
 
-def _for_each(ctx: _Ctx, step: Step, at: str, types_of: Any) -> None:
+def _for_each(ctx: Context, step: Step, at: str, types_of: Any) -> None:
     source = step.for_each
     assert source is not None
     try:
@@ -251,7 +255,7 @@ def _for_each(ctx: _Ctx, step: Step, at: str, types_of: Any) -> None:
         )
 
 
-def _tool_retry(ctx: _Ctx, step: Step, at: str) -> None:
+def _tool_retry(ctx: Context, step: Step, at: str) -> None:
     if step.action != "tool_call" or step.retry is not None or not step.tool:
         return
     spec = ctx.registry.spec(step.tool)

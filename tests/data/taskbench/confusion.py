@@ -5,7 +5,9 @@ Run: ``python tests/data/taskbench/confusion.py`` (from the repository root).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ class Case:
     labels: frozenset[str]
     plan: dict[str, Any]
     codes: frozenset[str]
+    warnings: frozenset[str] = frozenset()
 
 
 def catalogs() -> dict[str, ToolRegistry]:
@@ -67,6 +70,7 @@ def cases() -> Iterator[Case]:
                     frozenset(labels),
                     plan,
                     frozenset(i.code for i in report.errors),
+                    frozenset(i.code for i in report.warnings),
                 )
 
 
@@ -99,6 +103,81 @@ def markdown(all_cases: list[Case]) -> str:
     return "\n".join(out)
 
 
+WARNINGS = ("placeholder_literal", "side_effect_race", "needless_dependency", "unchecked_reference")
+
+
+def warnings_markdown(all_cases: list[Case]) -> str:
+    """Per label: how many plans got each warning code."""
+    head = ["label", "plans", *(f"`{c}`" for c in WARNINGS)]
+    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    rows: dict[str, Counter[str]] = {label: Counter() for label in (*LABELS, UNLABELLED)}
+    for case in all_cases:
+        for label in case.labels or {UNLABELLED}:
+            rows[label]["plans"] += 1
+            for code in case.warnings:
+                rows[label][code] += 1
+    for label, row in rows.items():
+        if row["plans"]:
+            name = label if label == UNLABELLED else f"`{label}`"
+            cells = [name, str(row["plans"]), *(str(row[c]) for c in WARNINGS)]
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+_CRITICAL = re.compile(r"critical path: (\d+) steps with .* (\d+) without")
+
+
+def lint_summary() -> str:
+    """The two lints on every plan, with the catalogs as published (no side-effect hints, so
+    MCP's default: every tool may change the world) and with every tool read-only (TaskBench's
+    tools are model inferences), and the critical path with and without needless edges."""
+    out = [
+        "| tools | plans | with a data-less edge | `needless_dependency` plans | edges"
+        " | critical path with → without (steps, those plans) | `side_effect_race` plans"
+        " | races |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for variant in ("as published", "read-only"):
+        plans = dataless = needless_plans = edges = races_plans = races = 0
+        cp_with = cp_without = 0
+        for domain, registry in catalogs().items():
+            if variant == "read-only":
+                registry = ToolRegistry(
+                    dataclasses.replace(t, side_effects="none") for t in registry
+                )
+            with (HERE / f"{domain}.plans.jsonl").open(encoding="utf-8") as lines:
+                for line in lines:
+                    raw = json.loads(line)
+                    plan = {k: v for k, v in raw.items() if k not in LABEL_KEYS}
+                    plans += 1
+                    dataless += _has_dataless_edge(plan)
+                    report = validate(plan, registry)
+                    found = [w for w in report.warnings if w.code == "needless_dependency"]
+                    race = [w for w in report.warnings if w.code == "side_effect_race"]
+                    if found:
+                        needless_plans += 1
+                        edges += len(found)
+                        m = _CRITICAL.search(found[0].message)
+                        assert m is not None
+                        cp_with += int(m.group(1))
+                        cp_without += int(m.group(2))
+                    races_plans += bool(race)
+                    races += len(race)
+        out.append(
+            f"| {variant} | {plans} | {dataless} | {needless_plans} | {edges}"
+            f" | {cp_with} → {cp_without} | {races_plans} | {races} |"
+        )
+    return "\n".join(out)
+
+
+def _has_dataless_edge(plan: dict[str, Any]) -> bool:
+    for step in plan["steps"]:
+        used = set(re.findall(r"\$\{(\w+)", json.dumps(step.get("args", {}))))
+        if any(d not in used and d != step["id"] for d in step.get("depends_on") or []):
+            return True
+    return False
+
+
 def repair_summary(all_cases: list[Case]) -> str:
     """How many plans :func:`repair` turns valid, per label group."""
     tools = catalogs()
@@ -127,6 +206,10 @@ def main() -> None:
         print(markdown(subset) + "\n")
     print(f"### both domains ({len(all_cases)} plans)\n")
     print(markdown(all_cases) + "\n")
+    print("### warnings, both domains\n")
+    print(warnings_markdown(all_cases) + "\n")
+    print("### lints\n")
+    print(lint_summary() + "\n")
     print("### repair\n")
     print(repair_summary(all_cases))
 
