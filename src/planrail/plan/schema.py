@@ -28,7 +28,6 @@ ANY: frozenset[str] | None = None
 _ALL_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
 _ONE = {t: frozenset({t}) for t in _ALL_TYPES}
 """One frozenset per type name, shared (``schema_types`` answers one type most of the time)."""
-_COMPOUND = ("$ref", "anyOf", "oneOf", "const", "enum")
 
 
 def deref(schema: Any, root: Schema | None) -> Schema:
@@ -61,7 +60,14 @@ def schema_types(schema: Any, root: Schema | None = None) -> frozenset[str] | No
     """The JSON types a schema admits, or ``None`` for any type."""
     if type(schema) is dict:  # the usual {"type": "string", ...}: no lookups beyond its type
         t = schema.get("type")
-        if type(t) is str and not any(k in schema for k in _COMPOUND):
+        if (
+            type(t) is str
+            and "$ref" not in schema
+            and "anyOf" not in schema
+            and "oneOf" not in schema
+            and "const" not in schema
+            and "enum" not in schema
+        ):
             return _ONE.get(t)
     schema = deref(schema, root)
     alts = _alternatives(schema, root)
