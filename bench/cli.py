@@ -103,15 +103,16 @@ def one(config: str, plan_path: Path) -> dict[str, Any]:
         work = Path(tmp) / "work"
         work.mkdir()
         t0 = time.perf_counter()
+        said = ""
         if config == "progress":
             code = _pty_run(cmd, str(work), env)
         else:
-            code = subprocess.run(
-                cmd, cwd=work, env=env, capture_output=True, timeout=TIMEOUT_S
-            ).returncode
+            proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, timeout=TIMEOUT_S)
+            code = proc.returncode
+            said = (proc.stderr or proc.stdout).decode(errors="replace").strip()[-300:]
         wall = time.perf_counter() - t0
         if code != 0 or not times.exists():
-            return {"error": f"exit code {code}"}
+            return {"error": f"exit code {code}", "output": said}
         span = json.loads(times.read_text())
         if config != "floor" and not (work / ".planrail" / "planrail.db").exists():
             return {"error": "the default store was not used"}
