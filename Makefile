@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(VENV)/bin/planrail demo
 
 $(TEST_STAMP): pyproject.toml $(STAMP)
-	$(PIP) install -e '.[postgres,openai,otel,web,ray]' --group test --group lint
+	$(PIP) install -e '.[postgres,openai,otel,web,ray,mcp]' --group test --group lint
 	@touch $@
 
 lint: $(TEST_STAMP)

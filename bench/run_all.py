@@ -22,6 +22,7 @@ BENCHMARKS = (
     ("planrail run (fresh process, default store) vs no engine", "bench.cli"),
     ("reference parsing and fuzzing", "bench.security_fuzz"),
     ("LLM economy: ReAct loop vs plan-then-execute", "bench.llm_economy"),
+    ("MCP call overhead vs a plain Python tool call", "bench.mcp_overhead"),
 )
 
 

@@ -20,7 +20,11 @@
     ├── ReferenceResolutionError        ``${step.a.b}`` points at nothing in the real output
     ├── ArgumentError                   resolved arguments do not fit the tool's input schema
     ├── OutputError                     a tool's output does not fit its type, or is not JSON
+    │   └── OutputTooLargeError         over max_output_bytes              (integrations.mcp.errors)
     ├── PredicateError                  a predicate failed on the real values  (plan.predicates)
+    ├── MCPToolError                    an MCP tool answered isError       (integrations.mcp.errors)
+    ├── MCPRequestError                 an MCP server's JSON-RPC error     (integrations.mcp.errors)
+    ├── SchemaChangedError              not the MCP schema approved        (integrations.mcp.errors)
     ├── ExecutionError                  raised around a run (not by tools)
     │   ├── ApprovalRefusedError        a person (or the approval hook) said no
     │   │   ├── ApprovalMismatchError   the approval was for another plan hash (policies.security)
@@ -30,6 +34,7 @@
     │   ├── ToolCallLimitError          the run made too many tool calls       (policies.security)
     │   ├── RepeatedCallError           a tool called again with the same resolved arguments
     │   ├── CallCrashedError            the process running a tool call died mid-call
+    │   │   └── OutcomeUnknownError     an MCP connection dropped mid-call (integrations.mcp.errors)
     │   ├── AttemptTimeoutError         one attempt ran past ``timeout``       (policies.limits)
     │   ├── StepTimeoutError            a step ran past ``total_timeout``      (policies.limits)
     │   ├── DeadlineExceededError       the run's deadline passed              (policies.limits)
@@ -50,6 +55,7 @@
     ├── TraceError                      a trace file cannot be read            (observe.trace)
     ├── MissingExtraError               an optional extra is not installed (the message: the fix)
     └── RetryableError                  raised *by tools* for a transient failure (``retry_after``)
+        ├── MCPUnavailableError         an MCP server could not be reached (integrations.mcp.errors)
         ├── LLMUnavailableError         429, 5xx, timeout, connection error    (llm.errors)
         └── LLMAnswerError              an empty answer, or not the JSON asked (llm.errors)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -106,10 +107,20 @@ def test_the_example_command_from_its_readme_succeeds(tmp_path: Path) -> None:
     command = (
         "planrail run examples/onboarding/plan.json --tools examples/onboarding/tools.py --yes"
     )
+    proc = run_readme_command(command, tmp_path, env)
+    assert "succeeded" in proc.stdout
+    check_crm(crm)
+
+
+def run_readme_command(
+    command: str, cwd: Path, env: dict[str, str], *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` — which the example's README must show as is — with the installed
+    script (plus ``extra`` arguments); it must exit 0."""
     assert command in (EXAMPLE / "README.md").read_text()
     proc = subprocess.run(
-        [str(PLANRAIL), *command.split()[1:]],
-        cwd=tmp_path,
+        [str(PLANRAIL), *shlex.split(command)[1:], *extra],
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -117,8 +128,7 @@ def test_the_example_command_from_its_readme_succeeds(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "succeeded" in proc.stdout
-    check_crm(crm)
+    return proc
 
 
 def test_installed_entry_point_smoke(tmp_path: Path) -> None:

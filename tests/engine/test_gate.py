@@ -204,3 +204,100 @@ async def test_an_open_plan_holds_a_read_only_step_that_asks_for_approval() -> N
     assert CALLS == ["look", "look"]
     assert execution.approval is not None
     assert execution.approval["steps"] == ["held"]
+
+
+class PinnedTool:
+    """A tool that reports a schema hash and refuses calls pinned to another (as MCP tools do)."""
+
+    def __init__(self, schema: str) -> None:
+        self.spec = planrail.ToolSpec("remote", side_effects="unsafe")
+        self.name = "remote"
+        self.schema_hash = schema
+        self.pin: str | None = None
+        self.calls = 0
+
+    async def invoke(self, args: Any, ctx: Any) -> Any:
+        if self.pin is not None and self.pin != self.schema_hash:
+            raise planrail.ToolError("the tool's schema changed since the plan was approved")
+        self.calls += 1
+        return {"ok": True}
+
+
+async def test_an_operators_approval_binds_the_schemas_the_waiting_run_was_shown(
+    store_url: str,
+) -> None:
+    """A run waiting for approval keeps its tools' schema hashes; ``planrail approve`` binds
+    them; a resume where the tool now reports another schema is refused at the call."""
+    plan = {"goal": "g", "steps": [{"id": "r", "tool": "remote", "args": {}}]}
+    store = open_store(store_url)
+    shown = PinnedTool("sha256:v1")
+    await planrail.arun(plan, [shown], store=store, run_id="r5", approver=planrail.defer)
+    assert store.get_run("r5").metadata["tool_schemas"] == {"remote": "sha256:v1"}  # type: ignore[union-attr]
+    operations.approve(store, "r5")
+    changed = PinnedTool("sha256:v2")
+    result = await planrail.resume("r5", [changed], store=store).run()
+    assert result.steps["r"].status == "failed"
+    assert "schema changed" in result.steps["r"].error["message"]  # type: ignore[index]
+    assert changed.calls == 0
+    same = PinnedTool("sha256:v1")
+    again = await planrail.resume("r5", [same], store=store).run()
+    assert again.status == "succeeded"
+    assert same.calls == 1
+    store.close()
+
+
+@planrail.tool(side_effects="none", sensitivity="secret")
+def vault(name: str) -> dict[str, str]:
+    return {"key": f"sk-live-{name}"}
+
+
+@planrail.tool(side_effects="keyed", secret_params=["token"])
+def call_api(token: str, q: str) -> dict[str, str]:
+    CALLS.append(f"api:{q}")
+    return {"q": q}
+
+
+async def test_a_run_whose_secrets_come_from_a_step_resumes_from_its_stored_plan(
+    store_url: str,
+) -> None:
+    """A reference into a secret parameter is not a secret: the stored plan keeps it, so the
+    run resumes from the store (the hash still matches) and the secret is nowhere in it."""
+    plan = {
+        "goal": "g",
+        "steps": [
+            {"id": "v", "tool": "vault", "args": {"name": "prod"}},
+            {
+                "id": "c",
+                "tool": "call_api",
+                "args": {"token": "${v.key}", "q": "x"},
+                "depends_on": ["v"],
+            },
+        ],
+    }
+    store = open_store(store_url)
+    await planrail.arun(plan, [vault, call_api], store=store, run_id="r6", approver=planrail.defer)
+    assert "sk-live" not in json.dumps(store.get_run("r6").plan)  # type: ignore[union-attr]
+    operations.approve(store, "r6")
+    result = await planrail.resume("r6", [vault, call_api], store=store).run()
+    assert result.status == "succeeded"
+    assert CALLS == ["api:x"]
+    store.close()
+
+
+async def test_a_run_with_a_secret_literal_in_its_plan_says_how_to_continue(
+    store_url: str,
+) -> None:
+    """A secret written in the plan is never stored, so the stored plan cannot be resumed on
+    its own: a clear error names the way on (the original plan with --run-id)."""
+    plan = {
+        "goal": "g",
+        "steps": [{"id": "c", "tool": "call_api", "args": {"token": "sk-literal", "q": "y"}}],
+    }
+    store = open_store(store_url)
+    await planrail.arun(plan, [call_api], store=store, run_id="r7", approver=planrail.defer)
+    with pytest.raises(planrail.PlanError, match="--run-id r7"):
+        planrail.resume("r7", [call_api], store=store)
+    operations.approve(store, "r7")
+    resumed = await planrail.prepare(plan, [call_api], store=store, run_id="r7").run()
+    assert resumed.status == "succeeded"
+    store.close()

@@ -18,7 +18,7 @@ from planrail.errors import PlanrailError
 
 __all__ = ["ExitCode", "app", "main"]
 
-_COMMANDS = ("run_cmd", "plan_cmd", "runs_cmd", "ops_cmd", "inspect_cmd")
+_COMMANDS = ("run_cmd", "plan_cmd", "runs_cmd", "ops_cmd", "inspect_cmd", "mcp_cmd", "ui_cmd")
 """The modules whose import registers the commands (in the order ``--help`` lists them)."""
 for _name in _COMMANDS:
     importlib.import_module(f"planrail.cli.{_name}")

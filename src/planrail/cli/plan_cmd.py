@@ -37,6 +37,7 @@ from planrail.cli.common import (
     security_policy,
     terminal_approver,
 )
+from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_result
 from planrail.errors import PlanrailError
 from planrail.llm import Budget, PriceTable, open_llm
@@ -102,6 +103,8 @@ def plan_cmd(
     ] = None,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Have a model plan GOAL with the given tools, approve the plan, then run it.
 
@@ -110,10 +113,8 @@ def plan_cmd(
     """
     console = out(json_out)
     registry = registry_from(tools, catalog, console)
-    if not tools:
-        raise fail(
-            console, "plan needs --tools: the code of the tools to plan with", ExitCode.USAGE
-        )
+    if add_mcp_tools(registry, mcp, mcp_config, console) is None and not tools:
+        raise fail(console, "plan needs --tools or --mcp: the tools to plan with", ExitCode.USAGE)
     try:
         llm = open_llm(model, base_url=base_url)
         table = PriceTable.from_mapping(json.loads(prices.read_text())) if prices else None

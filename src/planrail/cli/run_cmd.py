@@ -39,6 +39,7 @@ from planrail.cli.common import (
     security_policy,
     tool_runner_for,
 )
+from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_issues
 from planrail.errors import PlanrailError
 from planrail.plan.validate import (
@@ -71,13 +72,16 @@ def validate_cmd(
             f" ({', '.join(LINT_CODES)}); repeatable.",
         ),
     ] = None,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Check a plan statically: every problem at once, nothing executed (exit 3 if invalid)."""
     console = out(json_out)
     check_plan_path(plan, console)
     options = ValidationOptions(strict=strict, lints=_lint_levels(lint or [], console))
     registry = registry_from(tools, catalog, console)
-    has_tools = bool(tools or catalog)
+    hub = add_mcp_tools(registry, mcp, mcp_config, console)
+    has_tools = bool(tools or catalog) or hub is not None
     report = check_plan(plan, registry if has_tools else None, options=options)
     if json_out:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
@@ -128,6 +132,8 @@ def run_cmd(
     backend: BackendOpt = "local",
     ray_address: RayAddressOpt = None,
     json_out: JsonOpt = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Validate, approve and execute a plan by dependency (exit 1 if a step failed).
 
@@ -137,8 +143,10 @@ def run_cmd(
     console = out(json_out)
     check_plan_path(plan, console)
     registry = registry_from(tools, catalog, console)
-    if not tools:
-        raise fail(console, "run needs --tools: the code of the plan's tools", ExitCode.USAGE)
+    if add_mcp_tools(registry, mcp, mcp_config, console) is None and not tools:
+        raise fail(
+            console, "run needs --tools or --mcp: the code of the plan's tools", ExitCode.USAGE
+        )
     report = validate(plan, registry)
     if not report.valid:
         report_invalid(console, report, str(plan), json_out)

@@ -34,6 +34,7 @@ from planrail.cli.common import (
     security_policy,
     tool_runner_for,
 )
+from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_issues
 from planrail.cli.run_cmd import run as run_on_terminal
 from planrail.engine import operations
@@ -73,6 +74,8 @@ def resume_cmd(
     backend: BackendOpt = "local",
     ray_address: RayAddressOpt = None,
     json_out: JsonOpt = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Continue a run from its checkpoint: succeeded steps are not run again.
 
@@ -86,6 +89,7 @@ def resume_cmd(
     if run is None:
         raise fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
     registry = registry_from(tools, catalog, console)
+    add_mcp_tools(registry, mcp, mcp_config, console)
     if run.status == "succeeded":
         result = load_result(the_store, run_id)
         console.print(f"run {run_id} already succeeded; nothing to do")

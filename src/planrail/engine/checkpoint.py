@@ -98,6 +98,7 @@ class Checkpointer:
         redactor: Redactor | None = None,
         policies: dict[str, Any] | None = None,
         effects: Mapping[str, Effect] | None = None,
+        schemas: Mapping[str, str] | None = None,
     ) -> None:
         self.store = store
         self.plan = plan
@@ -113,6 +114,9 @@ class Checkpointer:
         """The security and run policies the run runs under, stored with it for resume."""
         self.effects = effects if effects is not None else effects_of(plan.steps, registry)
         """Each step's effect, as the execution computed it (``plan/effects.py``)."""
+        self.schemas = dict(schemas or {})
+        """Schema hashes of the plan's tools, kept with a run that waits for approval (an
+        operator's approval binds them)."""
         self._seq = 0
         """The seq of the last event this runner committed: later ones are someone else's."""
         self.created_at = clock.now()
@@ -221,8 +225,16 @@ class Checkpointer:
             output=output,
             error=error,
             approval=self.approval,
-            metadata={} if self.policies is None else {"policies": self.policies},
+            metadata=self._metadata(),
         )
+
+    def _metadata(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        if self.policies is not None:
+            found["policies"] = self.policies
+        if self.schemas:
+            found["tool_schemas"] = self.schemas
+        return found
 
     # ------------------------------------------------------------------ progress
 

@@ -309,6 +309,7 @@ class Execution:
             )
         if self._sealed and self.approval is not None:  # before anything is written or run
             check_approval(self.approval, self.plan.fresh_hash())
+            self.approval = gate.bind_schemas(self.approval, self.plan, self.registry)
         # The runner first: a tool it refuses stops the run before anything is recorded.
         await self.tool_runner.prepare(self._python_tools())
         if self.store is not None:
@@ -406,6 +407,7 @@ class Execution:
                 approval=self.approval,
                 redactor=self.redactor,
                 policies=gate.policies(self),
+                schemas=gate.schema_pins(self.plan, self.registry),
                 effects=self.effects,
             )
             try:

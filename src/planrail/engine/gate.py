@@ -30,7 +30,19 @@ from planrail.types import StepStatus
 if TYPE_CHECKING:
     from planrail.engine.executor import Execution
 
-__all__ = ["adopt", "approval_needed", "approve_and_seal", "gate", "policies"]
+__all__ = [
+    "SCHEMAS",
+    "adopt",
+    "approval_needed",
+    "approve_and_seal",
+    "bind_schemas",
+    "gate",
+    "policies",
+    "schema_pins",
+]
+
+SCHEMAS = "tool_schemas"
+"""The approval record's key for the schema hash of each tool the approved plan uses."""
 
 E = EventType
 S = StepStatus
@@ -161,8 +173,10 @@ async def decide(ex: Execution, needed: list[str]) -> bool | None:
     """Ask for the approval of the plan as it is now (``approve=True`` is a yes)."""
     current = ex.plan.fresh_hash()
     now = ex.clock.now()
+    pinned = schema_pins(ex.plan, ex.registry)
+    extra = {SCHEMAS: pinned} if pinned else {}
     if ex.approve:
-        ex.approval = approval_record(current, "approve=True", now, needed)
+        ex.approval = approval_record(current, "approve=True", now, needed, **extra)
         return True
     request = ApprovalRequest.build(
         ex.plan,
@@ -177,10 +191,41 @@ async def decide(ex: Execution, needed: list[str]) -> bool | None:
     ex._emit(E.APPROVAL_REQUESTED, data={"steps": needed, "plan_hash": current})
     answer = await ask(ex.approver, request)
     if answer:
-        ex.approval = approval_record(current, label_of(ex.approver), now, needed)
+        ex.approval = approval_record(current, label_of(ex.approver), now, needed, **extra)
         return True
     ex._emit(
         E.APPROVAL_REFUSED if answer is False else E.APPROVAL_DEFERRED,
         data={"steps": needed, "plan_hash": current},
     )
     return answer
+
+
+# ---------------------------------------------------------------- schema pinning
+
+
+def schema_pins(plan: Plan, registry: Any) -> dict[str, str]:
+    """The schema hash of each tool of ``plan`` that reports one (``schema_hash``: MCP tools
+    do), which an approval binds to — a tool whose schema changes later is refused."""
+    names = {s.tool for s in plan.steps if s.tool}
+    names |= {s.fallback.tool for s in plan.steps if s.fallback is not None and s.fallback.tool}
+    found: dict[str, str] = {}
+    for name in sorted(names):
+        digest = getattr(registry.find(name), "schema_hash", None)
+        if isinstance(digest, str):
+            found[name] = digest
+    return found
+
+
+def bind_schemas(approval: dict[str, Any], plan: Plan, registry: Any) -> dict[str, Any]:
+    """Bind the plan's tools to the schema hashes ``approval`` recorded (each such tool's
+    ``pin``: it refuses a call once its server reports another schema); an approval that
+    recorded none gets the current hashes."""
+    recorded = approval.get(SCHEMAS)
+    if not isinstance(recorded, dict):
+        pinned = schema_pins(plan, registry)
+        return {**approval, SCHEMAS: pinned} if pinned else approval
+    for name, digest in recorded.items():
+        tool = registry.find(name)
+        if tool is not None and hasattr(tool, "pin"):
+            tool.pin = digest
+    return approval

@@ -55,7 +55,9 @@ def approve(
     run = _idle_run(store, run_id, clock)
     _expect(run, {"awaiting_approval"}, "approve")
     now = clock.now()
-    record = approval_record(run.plan_hash, by, now, via="operator action")
+    pins = run.metadata.get("tool_schemas")
+    extra = {"tool_schemas": pins} if isinstance(pins, dict) and pins else {}
+    record = approval_record(run.plan_hash, by, now, via="operator action", **extra)
     updated = dataclasses.replace(
         run, approval=record, status="pending", error=None, updated_at=now
     )

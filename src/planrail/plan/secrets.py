@@ -266,7 +266,10 @@ class Redactor:
         return self.scrub(output)
 
     def plan_data(self, data: Any) -> Any:
-        """The plan document as stored: literal values of secret parameters replaced."""
+        """The plan document as stored: literal values of secret parameters replaced.
+
+        A reference (``"${vault.key}"``) is not a secret and is kept, so that a run whose
+        secrets come from a step's output can be resumed from its stored plan."""
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
             return self.scrub(data)
         steps = []
@@ -275,7 +278,10 @@ class Redactor:
                 secrets = self.secret_params(str(raw.get("id")))
                 raw = {
                     **raw,
-                    "args": {k: REDACTED if k in secrets else v for k, v in raw["args"].items()},
+                    "args": {
+                        k: REDACTED if k in secrets and not _is_template(v) else v
+                        for k, v in raw["args"].items()
+                    },
                 }
             steps.append(raw)
         return self.scrub({**data, "steps": steps})
@@ -438,3 +444,8 @@ def _replace_paths(value: Any, paths: list[_Path]) -> Any:
         if parent is not None:
             parent[key] = REDACTED
     return out
+
+
+def _is_template(value: Any) -> bool:
+    """Whether ``value`` is text holding a reference (its secret comes from another step)."""
+    return isinstance(value, str) and "${" in value

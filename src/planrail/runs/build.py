@@ -14,10 +14,11 @@ from planrail.engine.approval import Approver
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.executor import Execution, FailureMode
 from planrail.engine.result import RunResult, StepResult
-from planrail.errors import PlanValidationError, StoreError
+from planrail.errors import PlanError, PlanValidationError, StoreError
 from planrail.llm.base import LLM
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
+from planrail.plan.secrets import REDACTED
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
 from planrail.plan.validate import validate
 from planrail.policies.limits import RunPolicy
@@ -122,6 +123,13 @@ def resume(run_id: str, tools: ToolsInput, *, store: Store, **options: Any) -> E
     record = store.get_run(run_id)
     if record is None:
         raise StoreError(f"no run '{run_id}' in this store", run_id=run_id)
+    if _holds_redacted(record.plan):
+        raise PlanError(
+            f"run '{run_id}' has secret values written in its plan, and secrets are never"
+            " stored: continue it with the original plan file, `planrail run PLAN --run-id"
+            f" {run_id}` (or prepare(plan, run_id=..., store=...))",
+            run_id=run_id,
+        )
     report = validate(record.plan, ToolRegistry.of(tools))
     if report.plan is None:
         raise PlanValidationError(
@@ -150,3 +158,13 @@ def _looks_like_path(s: str) -> bool:
         and not s.lstrip().startswith(("{", "["))
         and Path(s).suffix in (".json", ".yaml", ".yml")
     )
+
+
+def _holds_redacted(plan: Any) -> bool:
+    """Whether a stored plan had a secret literal replaced (an argument exactly ``***``)."""
+    steps = plan.get("steps") if isinstance(plan, dict) else None
+    for step in steps if isinstance(steps, list) else ():
+        args = step.get("args") if isinstance(step, dict) else None
+        if isinstance(args, dict) and REDACTED in args.values():
+            return True
+    return False

@@ -1,0 +1,75 @@
+"""``planrail mcp serve``: planrail as an MCP server (stdio, or Streamable HTTP with --http)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from planrail.cli.common import (
+    CatalogOpt,
+    ExitCode,
+    StoreOpt,
+    ToolsOpt,
+    app,
+    fail,
+    open_store_or_exit,
+    registry_from,
+)
+from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
+from planrail.errors import MissingExtraError
+
+__all__: list[str] = []
+
+mcp_app = typer.Typer(help="planrail and the Model Context Protocol.", no_args_is_help=True)
+app.add_typer(mcp_app, name="mcp")
+
+
+@mcp_app.command("serve")
+def serve_cmd(
+    tools: ToolsOpt = None,
+    catalog: CatalogOpt = None,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
+    store: StoreOpt = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve Streamable HTTP at /mcp (port 0: any free port, printed on stderr).",
+        ),
+    ] = None,
+) -> None:
+    """Serve validate_plan, run_plan, get_run, list_runs and resume_run over MCP (stdio by
+    default); the plans' tools come from --tools and --mcp servers. See docs/mcp.md."""
+    console = Console(stderr=True, highlight=False)  # stdout is the protocol's (stdio)
+    host, port = _address(http, console) if http is not None else ("", 0)
+    try:
+        from planrail.integrations.mcp.server import Service, build_server
+    except MissingExtraError as exc:
+        raise fail(console, exc.message, ExitCode.USAGE) from None
+    registry = registry_from(tools, catalog, console)
+    add_mcp_tools(registry, mcp, mcp_config, console)
+    server = build_server(Service(registry, open_store_or_exit(store, console)))
+    if http is None:
+        server.run()
+        return
+    import uvicorn
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            bound = self.servers[0].sockets[0].getsockname()[1] if self.servers else port
+            console.print(f"planrail MCP server on http://{host}:{bound}/mcp")
+
+    app_ = server.streamable_http_app(host=host)
+    Announcing(uvicorn.Config(app_, host=host, port=port, log_level="warning")).run()
+
+
+def _address(value: str, console: Console) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise fail(console, f"--http {value}: expected HOST:PORT", ExitCode.USAGE)
+    return host, int(port)

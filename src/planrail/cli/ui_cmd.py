@@ -1,0 +1,90 @@
+"""``planrail ui``: the local dashboard (see ``docs/dashboard.md``; needs the ``[web]`` extra)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from planrail.cli.common import (
+    CatalogOpt,
+    ExitCode,
+    StoreOpt,
+    ToolsOpt,
+    app,
+    fail,
+    open_store_or_exit,
+    operator_name,
+    out,
+    registry_from,
+)
+
+__all__: list[str] = []
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@app.command("ui")
+def ui_cmd(
+    store: StoreOpt = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (0.0.0.0 needs --token).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port.")] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token", envvar="PLANRAIL_UI_TOKEN", help="Access token (default: a random one)."
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", help="Another host name the browser may use; repeatable."),
+    ] = None,
+    tools: ToolsOpt = None,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Serve a dashboard of the store's runs: watch them live, approve, cancel, resolve, resume.
+
+    Prints the URL to open (it carries the access token). Resuming runs needs their tools
+    (--tools/--catalog, as for `planrail run`); without them resume is disabled.
+    """
+    console = out(False)
+    try:
+        from planrail.web import Dashboard, DashboardServer, Guard, new_token
+        from planrail.web.server import listen
+    except ImportError:
+        raise fail(
+            console, "planrail ui needs the web extra: pip install 'planrail[web]'", ExitCode.USAGE
+        ) from None
+    if host not in LOOPBACK and not token:
+        raise fail(
+            console,
+            f"--host {host} makes the dashboard reachable from other machines: give an explicit"
+            " --token (or PLANRAIL_UI_TOKEN)",
+            ExitCode.USAGE,
+        )
+    registry = registry_from(tools, catalog, console)
+    the_store = open_store_or_exit(store, console)
+    try:
+        sock = listen(host, port)
+    except OSError as exc:
+        raise fail(
+            console, f"cannot listen on {host}:{port}: {exc.strerror}", ExitCode.USAGE
+        ) from None
+    port = int(sock.getsockname()[1])
+    hosts = {"127.0.0.1", "localhost", "::1", *(allow_host or ())}
+    if host not in ("0.0.0.0", "::"):
+        hosts.add(host)
+    dash = Dashboard(
+        store=the_store,
+        guard=Guard(token or new_token(), port, hosts),
+        registry=registry,
+        can_resume=bool(tools or catalog),
+        operator=operator_name().replace("(cli)", "(dashboard)"),
+    )
+    server = DashboardServer(dash, host, port)
+    console.print(f"planrail dashboard: [bold]{server.url()}[/]")
+    if not dash.can_resume:
+        console.print("[dim]resume disabled: pass --tools/--catalog to run steps from here[/]")
+    server.run(sock)

@@ -1,0 +1,1 @@
+"""Integrations at the edge of planrail (each behind an extra): ``planrail.integrations.mcp``."""

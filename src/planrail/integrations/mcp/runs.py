@@ -1,0 +1,91 @@
+"""How ``planrail mcp serve`` starts and resumes runs: through the one run path
+(:func:`planrail.runs.prepare` / :func:`planrail.runs.resume`).
+
+Kept apart from the MCP wiring so the server's tools stay thin. The approver of a served run
+is the answer of the MCP elicitation the client's user gave (asked before the run, see
+``server.py``): yes runs the plan, with an approval that pins its MCP tools' schemas; no
+refuses it; no answer (a client without elicitation, a dismissed question) stores the run
+``awaiting_approval`` for ``planrail approve``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from planrail.agent.approval import side_effecting_steps as needs_approval
+from planrail.clock import SYSTEM_CLOCK
+from planrail.engine.approval import approval_record, defer, refuse_all
+from planrail.integrations.mcp.tools import bind_approval
+from planrail.plan.effects import effects_of
+from planrail.plan.model import Plan
+from planrail.plan.tools import ToolRegistry
+from planrail.plan.validate import validate
+from planrail.runs import prepare
+from planrail.runs import resume as resume_execution
+from planrail.store.base import Store
+
+__all__ = ["Ask", "Outcome", "needs_approval", "resume", "start", "summary"]
+
+Ask = Callable[[str], Awaitable[bool | None]]
+"""Asks a person to approve (the text describes the plan): yes, no, or no answer (None)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    run_id: str
+    status: str
+    error: str | None = None
+    output: Any = None
+
+
+def summary(plan: Plan, registry: ToolRegistry, steps: list[str]) -> str:
+    """What the person approving ``plan`` reads: each step, its effect class, whether it asks."""
+    effects = effects_of(plan.steps, registry)
+    lines = [f"planrail: approve this plan? Goal: {plan.goal or '(none)'}"]
+    for step in plan.steps:
+        mark = "changes the world" if step.id in steps else "read-only"
+        effect = effects[step.id].side_effects
+        lines.append(f"- {step.id}: {step.tool or step.action} ({effect}; {mark})")
+    return "\n".join(lines)
+
+
+async def start(
+    plan: Plan, registry: ToolRegistry, store: Store, run_id: str | None, ask: Ask | None
+) -> Outcome:
+    pending = needs_approval(plan, registry)
+    answer = None
+    if pending and ask is not None:
+        answer = await ask(summary(plan, registry, pending))
+    approval = None
+    if answer:
+        record = approval_record(plan.hash, "mcp elicitation", SYSTEM_CLOCK.now(), pending)
+        approval = bind_approval(record, plan, registry)
+    execution = prepare(
+        plan,
+        registry,
+        store=store,
+        run_id=run_id,
+        approval=approval,
+        approver=refuse_all if answer is False else defer,
+    )
+    return _outcome(await execution.run(), refused=answer is False)
+
+
+async def resume(run_id: str, registry: ToolRegistry, store: Store) -> Outcome:
+    record = store.get_run(run_id)
+    if record is None:
+        return Outcome(run_id, "unknown", f"no run '{run_id}' in this store")
+    checked = validate(record.plan, registry).plan
+    if checked is None:
+        return Outcome(run_id, "invalid", "the stored plan is no longer valid with these tools")
+    if record.approval is not None:  # bind the MCP tools to the schemas it approved
+        bind_approval(dict(record.approval), checked, registry)
+    execution = resume_execution(run_id, registry, store=store, approver=defer)
+    return _outcome(await execution.run())
+
+
+def _outcome(result: Any, *, refused: bool = False) -> Outcome:
+    status = "refused" if refused and result.status == "awaiting_approval" else result.status
+    return Outcome(result.run_id, status, result.error, result.output)

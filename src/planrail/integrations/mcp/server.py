@@ -1,0 +1,226 @@
+"""``planrail mcp serve``: planrail as an MCP server any agent can hand a whole plan to.
+
+Tools (each answers with structured content):
+
+- ``validate_plan(plan)``: the validation report, ``{valid, errors, warnings}``, every issue
+  with its stable code;
+- ``run_plan(plan, run_id?)``: validate, approve, run by dependency; ``{run_id, status, …}``.
+  A plan that needs approval is approved through an MCP elicitation when the client supports
+  it; otherwise it is stored ``awaiting_approval`` for ``planrail approve RUN_ID``, and
+  ``resume_run`` runs it once approved;
+- ``get_run(run_id)``: the run's record (the ``show --json`` object);
+- ``list_runs(status?, limit?)``: runs, newest first;
+- ``resume_run(run_id)``: continue a run from its checkpoint.
+
+The tool catalog is the resource ``planrail://catalog``. There is no ``approve`` tool on
+purpose: an agent approving its own plan is no approval.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads the tools' annotations (among them
+# a resolver defined in build_server) as objects.
+from typing import Annotated, Any, Literal
+
+from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation, ElicitationResult
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from planrail.engine.checkpoint import load_result
+from planrail.integrations.mcp import runs
+from planrail.plan.tools import ToolRegistry
+from planrail.plan.validate import validate
+from planrail.store.base import Store
+
+__all__ = ["CATALOG_URI", "Service", "build_server"]
+
+CATALOG_URI = "planrail://catalog"
+
+
+class IssueOut(BaseModel):
+    code: str
+    step: str | None = None
+    path: str | None = None
+    message: str
+
+
+class ValidationOut(BaseModel):
+    valid: bool
+    errors: list[IssueOut]
+    warnings: list[IssueOut]
+
+
+class RunOut(BaseModel):
+    run_id: str | None
+    status: str
+    """``succeeded``, ``failed``, ``cancelled``, ``awaiting_approval``, ``refused``, ``invalid``."""
+    error: str | None = None
+    output: Any = None
+    next: str | None = Field(default=None, description="What to do next, when there is something.")
+    errors: list[IssueOut] = Field(default_factory=list, description="Why an invalid plan is.")
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    status: str
+    created_at: float
+    updated_at: float
+    goal: str
+    steps: int
+
+
+class Approval(BaseModel):
+    approve: bool = Field(description="Run this plan?")
+
+
+class Service:
+    """What the MCP tools do, on a registry of tools and a store."""
+
+    def __init__(self, registry: ToolRegistry, store: Store) -> None:
+        self.registry = registry
+        self.store = store
+
+    def question(self, plan: dict[str, Any]) -> str | None:
+        """What a person is asked to approve ``plan`` (None: it needs no approval)."""
+        checked = validate(plan, self.registry).plan
+        if checked is None:
+            return None
+        pending = runs.needs_approval(checked, self.registry)
+        return runs.summary(checked, self.registry, pending) if pending else None
+
+    def validate_plan(self, plan: dict[str, Any]) -> ValidationOut:
+        return ValidationOut.model_validate(validate(plan, self.registry).to_dict())
+
+    async def run_plan(
+        self, plan: dict[str, Any], run_id: str | None, ask: runs.Ask | None
+    ) -> RunOut:
+        report = validate(plan, self.registry)
+        if report.plan is None:
+            return RunOut(
+                run_id=run_id,
+                status="invalid",
+                error="the plan is invalid: nothing was run",
+                errors=[IssueOut.model_validate(i.to_dict()) for i in report.errors],
+            )
+        return _out(await runs.start(report.plan, self.registry, self.store, run_id, ask))
+
+    async def resume_run(self, run_id: str) -> RunOut:
+        return _out(await runs.resume(run_id, self.registry, self.store))
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        result = load_result(self.store, run_id)
+        if result is None:
+            raise ValueError(f"no run '{run_id}' in this store")
+        data: dict[str, Any] = result.to_dict()
+        return data
+
+    def list_runs(self, status: str | None, limit: int) -> list[RunSummary]:
+        return [
+            RunSummary(
+                run_id=r.run_id,
+                status=r.status,
+                created_at=r.created_at,
+                updated_at=r.updated_at,
+                goal=str(r.plan.get("goal", "")),
+                steps=len(r.plan.get("steps", [])),
+            )
+            for r in self.store.list_runs(status=status, limit=limit)
+        ]
+
+    def catalog(self) -> dict[str, Any]:
+        return {"tools": [spec.to_catalog_entry() for spec in self.registry]}
+
+
+def _out(outcome: runs.Outcome) -> RunOut:
+    hint = None
+    if outcome.status == "awaiting_approval":
+        hint = f"approve with `planrail approve {outcome.run_id}`, then call resume_run"
+    return RunOut(
+        run_id=outcome.run_id,
+        status=outcome.status,
+        error=outcome.error,
+        output=outcome.output,
+        next=hint,
+    )
+
+
+NOT_ASKED = "not asked"
+"""What the approval resolver gives when it asks nothing (no approval needed, or a client
+without elicitation)."""
+
+
+def _answer(outcome: ElicitationResult[Approval]) -> runs.Ask:
+    """The approver for :func:`runs.start` from the elicitation's outcome: yes, no, or (not
+    asked, dismissed) no answer, which stores the run ``awaiting_approval``."""
+    answer: bool | None = None
+    if isinstance(outcome, AcceptedElicitation) and isinstance(outcome.data, Approval):
+        answer = outcome.data.approve
+    elif isinstance(outcome, DeclinedElicitation):
+        answer = False
+
+    async def ask(summary: str) -> bool | None:
+        return answer
+
+    return ask
+
+
+def build_server(service: Service, name: str = "planrail") -> MCPServer:
+    """The MCP server offering ``service`` (``.run()`` serves stdio)."""
+    server = MCPServer(
+        name,
+        instructions="Hand planrail a whole plan (steps calling tools, with ${step.field}"
+        " references and depends_on): validate_plan checks it, run_plan runs it by dependency.",
+        log_level="WARNING",
+    )
+    read_only = ToolAnnotations(read_only_hint=True)
+
+    @server.tool(annotations=read_only)
+    def validate_plan(plan: dict[str, Any]) -> ValidationOut:
+        """Check a plan statically: every problem at once, each with a stable code."""
+        return service.validate_plan(plan)
+
+    def approval(plan: dict[str, Any], ctx: Context) -> Elicit[Approval] | str:
+        question = service.question(plan)
+        caps = ctx.client_capabilities
+        if question is None or caps is None or caps.elicitation is None:
+            return NOT_ASKED
+        return Elicit(question, Approval)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+    async def run_plan(
+        plan: dict[str, Any],
+        answer: Annotated[ElicitationResult[Approval], Resolve(approval)],
+        run_id: str | None = None,
+    ) -> RunOut:
+        """Validate, approve and run a plan by dependency; returns its run id and status. A
+        plan that needs approval is asked about (MCP elicitation) or waits for `planrail
+        approve`."""
+        return await service.run_plan(plan, run_id, _answer(answer))
+
+    @server.tool(annotations=read_only)
+    def get_run(run_id: str) -> dict[str, Any]:
+        """A run's record: status, output and every step (the `planrail show --json` object)."""
+        return service.get_run(run_id)
+
+    @server.tool(annotations=read_only)
+    def list_runs(
+        status: Literal[
+            "pending", "running", "succeeded", "failed", "cancelled", "awaiting_approval"
+        ]
+        | None = None,
+        limit: int = 50,
+    ) -> list[RunSummary]:
+        """Runs, newest first."""
+        return service.list_runs(status, limit)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+    async def resume_run(run_id: str) -> RunOut:
+        """Continue a run from its checkpoint (after `planrail approve`, or an interruption)."""
+        return await service.resume_run(run_id)
+
+    @server.resource(CATALOG_URI, mime_type="application/json")
+    def catalog() -> dict[str, Any]:
+        """The tools plans may call, in MCP catalog form."""
+        return service.catalog()
+
+    return server

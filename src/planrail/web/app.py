@@ -1,0 +1,334 @@
+"""The dashboard's Starlette app: pages, JSON, the live event stream and the operator actions.
+
+Every store call runs in a worker thread (``asyncio.to_thread``): stores are synchronous, and
+the server's event loop must keep serving streams meanwhile. Actions go only through
+:mod:`planrail.engine.operations` and :func:`planrail.runs.resume` — the same lease checks and
+``operator_action`` events as the CLI; nothing here writes the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, TypeVar
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from planrail.clock import SYSTEM_CLOCK
+from planrail.engine import operations
+from planrail.errors import PlanrailError, error_dict
+from planrail.observe.graph import DepGraph
+from planrail.observe.layout import to_svg
+from planrail.plan.tools import ToolRegistry
+from planrail.runs import resume as resume_run
+from planrail.store.base import RunNotFoundError, RunRecord, Store
+from planrail.types import Clock
+from planrail.web import pages
+from planrail.web.gantt import gantt_svg
+from planrail.web.security import Guard, GuardMiddleware
+from planrail.web.views import (
+    FILTERS,
+    Masker,
+    approval_view,
+    event_message,
+    run_rows,
+    step_detail,
+    timeline,
+)
+
+__all__ = ["Dashboard", "create_app"]
+
+log = logging.getLogger("planrail.web")
+T = TypeVar("T")
+HEARTBEAT = 15.0
+"""Seconds between keep-alive comments on an idle event stream."""
+
+
+@dataclass
+class Dashboard:
+    """What the app serves and acts on."""
+
+    store: Store
+    guard: Guard
+    registry: ToolRegistry = field(default_factory=ToolRegistry)
+    can_resume: bool = False
+    """Whether tools were given (``--tools``/``--catalog``): without them nothing can run."""
+    operator: str = "operator (dashboard)"
+    clock: Clock = SYSTEM_CLOCK
+    poll_interval: float = 0.25
+    """Seconds between looks at the store for new events (bounded: runs driven by another
+    process show up within this)."""
+    runners: dict[str, threading.Thread] = field(default_factory=dict)
+    """Resumes started from the dashboard, by run id (each in its own thread and loop)."""
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def _json(data: Any, status: int = 200) -> JSONResponse:
+    return JSONResponse(data, status_code=status)
+
+
+def _error(exc: BaseException, status: int) -> JSONResponse:
+    return _json({"error": error_dict(exc)}, status)
+
+
+async def _run(dash: Dashboard, run_id: str) -> RunRecord:
+    run = await dash.call(dash.store.get_run, run_id)
+    if run is None:
+        raise RunNotFoundError(f"no run '{run_id}' in this store", run_id=run_id)
+    return run
+
+
+def create_app(dash: Dashboard) -> Any:
+    """The ASGI app (the Starlette app wrapped in the :class:`GuardMiddleware`)."""
+
+    async def list_page(request: Request) -> Response:
+        return HTMLResponse(pages.run_list(dash.guard.csrf, FILTERS))
+
+    async def run_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            run = await _run(dash, run_id)
+        except RunNotFoundError as exc:
+            return HTMLResponse(pages.not_found(exc.message), status_code=404)
+        steps = await dash.call(dash.store.get_steps, run_id)
+        svg = to_svg(DepGraph.of(run.plan))  # uncoloured: the script paints the live states
+        info = await _run_info(dash, run, steps)
+        gantt = gantt_svg(timeline(run, steps, dash.clock.now()))
+        return HTMLResponse(pages.run_page(dash.guard.csrf, info, svg, gantt))
+
+    async def approval_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            run = await _run(dash, run_id)
+            view = await dash.call(approval_view, run, dash.registry)
+        except RunNotFoundError as exc:
+            return HTMLResponse(pages.not_found(exc.message), status_code=404)
+        except ValueError as exc:
+            return HTMLResponse(pages.not_found(f"the stored plan is not valid: {exc}"), 409)
+        return HTMLResponse(pages.approval_page(dash.guard.csrf, view, dash.can_resume))
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        kind = {"js": "text/javascript", "css": "text/css"}.get(name.rpartition(".")[2])
+        if kind is None or "/" in name:
+            return Response("not found", 404)
+        try:
+            body = resources.files("planrail.web").joinpath("static", name).read_bytes()
+        except FileNotFoundError:
+            return Response("not found", 404)
+        return Response(body, media_type=kind)
+
+    async def api_runs(request: Request) -> Response:
+        flt = request.query_params.get("filter") or None
+        if flt is not None and flt not in FILTERS:
+            return _json({"error": error_dict("ValueError", f"unknown filter {flt!r}")}, 400)
+        rows = await dash.call(run_rows, dash.store, flt, dash.clock.now())
+        return _json({"runs": rows})
+
+    async def api_run(request: Request) -> Response:
+        run, steps = await _run_and_steps(dash, request.path_params["run_id"])
+        return _json(await _run_info(dash, run, steps))
+
+    async def api_timeline(request: Request) -> Response:
+        run, steps = await _run_and_steps(dash, request.path_params["run_id"])
+        svg = gantt_svg(timeline(run, steps, dash.clock.now()))
+        return Response(svg, media_type="image/svg+xml")
+
+    async def api_step(request: Request) -> Response:
+        run, steps = await _run_and_steps(dash, request.path_params["run_id"])
+        step_id = request.path_params["step_id"]
+        events = await dash.call(dash.store.events, run.run_id)
+        masker = Masker(run, dash.registry)
+        return _json(step_detail(run, steps.get(step_id), step_id, events, masker))
+
+    async def api_events(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        try:
+            after = max(0, int(raw))
+        except ValueError:
+            after = 0
+        return StreamingResponse(
+            _stream(dash, run_id, after),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
+    async def act(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        action = request.path_params["action"]
+        step_id = request.path_params.get("step_id")
+        try:
+            body = await request.json() if await request.body() else {}
+        except json.JSONDecodeError:
+            return _json({"error": error_dict("ValueError", "the body is not JSON")}, 400)
+        if not isinstance(body, dict):
+            return _json({"error": error_dict("ValueError", "the body must be an object")}, 400)
+        try:
+            answer = await _act(dash, run_id, action, step_id, body)
+        except RunNotFoundError:
+            raise
+        except PlanrailError as exc:
+            return _error(exc, 409)
+        return _json(answer)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(exc, 404)
+
+    routes = [
+        Route("/", list_page),
+        Route("/runs/{run_id}", run_page),
+        Route("/runs/{run_id}/approval", approval_page),
+        Route("/static/{name}", static),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
+        Route("/api/runs", api_runs),
+        Route("/api/runs/{run_id}", api_run),
+        Route("/api/runs/{run_id}/timeline.svg", api_timeline),
+        Route("/api/runs/{run_id}/events", api_events),
+        Route("/api/runs/{run_id}/steps/{step_id}", api_step),
+        Route("/api/runs/{run_id}/steps/{step_id}/{action}", act, methods=["POST"]),
+        Route("/api/runs/{run_id}/{action}", act, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={RunNotFoundError: not_found})
+    return GuardMiddleware(app, dash.guard)
+
+
+async def _run_and_steps(dash: Dashboard, run_id: str) -> tuple[RunRecord, dict[str, Any]]:
+    run = await _run(dash, run_id)
+    return run, await dash.call(dash.store.get_steps, run_id)
+
+
+async def _run_info(dash: Dashboard, run: RunRecord, steps: dict[str, Any]) -> dict[str, Any]:
+    events = await dash.call(dash.store.events, run.run_id)
+    masker = Masker(run, dash.registry)
+    statuses = {str(s.get("id")): "pending" for s in run.plan.get("steps", [])}
+    statuses.update({sid: str(r.status) for sid, r in steps.items()})
+    running = dash.runners.get(run.run_id)
+    return {
+        "run_id": run.run_id,
+        "status": run.status,
+        "goal": str(run.plan.get("goal", "")),
+        "plan_hash": run.plan_hash,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "error": masker.value(run.error),
+        "steps": statuses,
+        "last_seq": events[-1].seq if events else 0,
+        "can_resume": dash.can_resume,
+        "resuming": running is not None and running.is_alive(),
+    }
+
+
+async def _stream(dash: Dashboard, run_id: str, after: int) -> AsyncIterator[str]:
+    """Server-sent events: one message per stored event after ``after`` (its seq is the
+    message id, so a reconnect with ``Last-Event-ID`` continues without a gap), plus the run's
+    status whenever it changes."""
+    yield "retry: 1000\n\n"
+    last_status: str | None = None
+    idle = 0.0
+    while True:
+        events = await dash.call(dash.store.events, run_id, after)
+        run = await dash.call(dash.store.get_run, run_id)
+        if run is None:
+            yield _sse("gone", {"run_id": run_id})
+            return
+        steps = None
+        if any(e.type == "operator_action" and e.step_id for e in events):
+            steps = await dash.call(dash.store.get_steps, run_id)
+        chunk = []
+        for event in events:
+            chunk.append(_sse("step", event_message(event, steps), event.seq))
+            after = event.seq
+        if run.status != last_status:
+            last_status = run.status
+            chunk.append(_sse("run", {"status": run.status, "seq": after}))
+        if chunk:
+            idle = 0.0
+            yield "".join(chunk)
+            continue
+        await dash.clock.sleep(dash.poll_interval)
+        idle += dash.poll_interval
+        if idle >= HEARTBEAT:
+            idle = 0.0
+            yield ": keep-alive\n\n"
+
+
+def _sse(kind: str, data: dict[str, Any], seq: int | None = None) -> str:
+    head = f"id: {seq}\n" if seq is not None else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+async def _act(
+    dash: Dashboard, run_id: str, action: str, step_id: str | None, body: dict[str, Any]
+) -> dict[str, Any]:
+    store, by, clock = dash.store, dash.operator, dash.clock
+    if step_id is None and action == "approve":
+        run = await dash.call(operations.approve, store, run_id, by=by, clock=clock)
+        answer: dict[str, Any] = {"status": run.status, "plan_hash": run.plan_hash}
+        if body.get("run"):
+            answer["resume"] = await _resume(dash, run_id)
+        return answer
+    if step_id is None and action == "refuse":
+        reason = str(body.get("reason") or "refused by an operator")
+        run = await dash.call(operations.refuse, store, run_id, by=by, reason=reason, clock=clock)
+        return {"status": run.status}
+    if step_id is None and action == "cancel":
+        outcome = await dash.call(operations.cancel, store, run_id, by=by, clock=clock)
+        return {"outcome": outcome}
+    if step_id is None and action == "resume":
+        return {"resume": await _resume(dash, run_id)}
+    if step_id is not None and action == "resolve":
+        decision = str(body.get("decision", ""))
+        await dash.call(
+            operations.resolve,
+            store,
+            run_id,
+            step_id,
+            decision,  # checked by resolve itself
+            output=body.get("output"),
+            by=by,
+            registry=dash.registry,
+            clock=clock,
+        )
+        return {"step": step_id, "decision": decision}
+    if step_id is not None and action == "retry":
+        await dash.call(operations.retry_step, store, run_id, step_id, by=by, clock=clock)
+        return {"step": step_id, "retry": True}
+    raise operations.OperationError(f"no action '{action}'", run_id=run_id)
+
+
+async def _resume(dash: Dashboard, run_id: str) -> str:
+    """Start continuing the run in a thread of its own (its own event loop), through the one
+    run path; the run page follows it by its events."""
+    if not dash.can_resume:
+        raise operations.OperationError(
+            "resume needs the run's tools: start `planrail ui` with --tools/--catalog",
+            run_id=run_id,
+        )
+    current = dash.runners.get(run_id)
+    if current is not None and current.is_alive():
+        raise operations.OperationError(
+            f"run '{run_id}' is already being resumed here", run_id=run_id
+        )
+    execution = await dash.call(resume_run, run_id, dash.registry, store=dash.store)
+
+    def drive() -> None:
+        try:
+            asyncio.run(execution.run())
+        except PlanrailError as exc:
+            log.warning("resume of run %s stopped: %s", run_id, exc.message)
+
+    thread = threading.Thread(target=drive, name=f"planrail-ui-resume-{run_id}", daemon=True)
+    dash.runners[run_id] = thread
+    thread.start()
+    return "started"

@@ -1,0 +1,152 @@
+"""The dashboard's HTML: small server-rendered shells that ``static/dashboard.js`` brings alive.
+
+Data for the script travels in a ``<script type="application/json">`` block (never executed,
+so the Content-Security-Policy can forbid inline scripts); every text is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from planrail.web.views import status_colors
+
+__all__ = ["approval_page", "not_found", "run_list", "run_page"]
+
+
+def _data(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _shell(title: str, csrf: str, body: str, data: dict[str, Any], page: str) -> str:
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="csrf-token" content="{escape(csrf)}">
+<title>{escape(title)} · planrail</title>
+<link rel="stylesheet" href="/static/dashboard.css">
+</head><body data-page="{escape(page)}">
+<header><a class="brand" href="/">planrail</a><span class="title">{escape(title)}</span>
+<span id="conn" class="conn">connecting…</span></header>
+<div id="banner" class="banner" hidden>disconnected — retrying…</div>
+<main>{body}</main>
+<script type="application/json" id="page-data">{_data(data)}</script>
+<script src="/static/dashboard.js"></script>
+</body></html>
+"""
+
+
+def run_list(csrf: str, filters: dict[str, str]) -> str:
+    """The run list: filter buttons and a table the script fills and refreshes."""
+    buttons = ['<button type="button" class="filter active" data-filter="">all</button>']
+    buttons += [
+        f'<button type="button" class="filter" data-filter="{escape(k)}">{escape(v)}</button>'
+        for k, v in filters.items()
+    ]
+    body = f"""
+<nav class="filters">{"".join(buttons)}</nav>
+<table id="runs" class="runs"><thead><tr><th>run</th><th>status</th><th>goal</th>
+<th>started</th><th>duration</th><th>steps</th><th>in doubt</th></tr></thead>
+<tbody></tbody></table>
+<p id="empty" class="muted" hidden>no runs</p>"""
+    return _shell("runs", csrf, body, {"colors": status_colors()}, "list")
+
+
+def _actions(info: dict[str, Any]) -> str:
+    rid = escape(info["run_id"])
+    resume_note = (
+        ""
+        if info["can_resume"]
+        else '<span class="muted" id="no-resume">resume disabled: start `planrail ui` with '
+        "--tools/--catalog to run steps from here</span>"
+    )
+    return f"""<div class="actions">
+<a class="button" id="approval-link" href="/runs/{rid}/approval">approval</a>
+<button type="button" id="cancel" data-action="cancel">cancel run</button>
+<button type="button" id="resume" data-action="resume"
+ {"" if info["can_resume"] else "disabled"}>resume</button>{resume_note}
+<span id="action-msg" class="msg" role="status"></span></div>"""
+
+
+def _legend() -> str:
+    items = [
+        f'<span class="legend-item" data-legend="{escape(status)}">{escape(status)}</span>'
+        for status in status_colors()
+        if status != "none"
+    ]
+    return f'<span class="legend">{"".join(items)}</span>'
+
+
+def run_page(csrf: str, info: dict[str, Any], svg: str, gantt: str) -> str:
+    """A run: header, actions, the live graph, the timeline and the step drawer."""
+    head = svg.split("?>", 1)[1] if svg.startswith("<?xml") else svg
+    body = f"""
+<section class="run-head">
+<h1>{escape(info["goal"] or info["run_id"])}</h1>
+<div>run <code>{escape(info["run_id"])}</code> · status
+<span id="run-status" class="status s-{escape(info["status"])}">{escape(info["status"])}</span>
+· plan <code title="{escape(info["plan_hash"])}">{escape(info["plan_hash"][:19])}…</code></div>
+{_actions(info)}
+</section>
+<section class="graph-tools"><button type="button" id="zoom-out">−</button>
+<button type="button" id="zoom-in">+</button><button type="button" id="zoom-fit">fit</button>
+<input id="find" type="search" placeholder="find a step…" aria-label="find a step">
+<span id="counts" class="muted"></span>{_legend()}</section>
+<section id="graph" class="graph">{head}</section>
+<h2>timeline <span class="muted">(★ critical path)</span></h2>
+<section id="timeline" class="timeline">{gantt}</section>
+<aside id="drawer" class="drawer" hidden><button type="button" id="drawer-close">×</button>
+<div id="drawer-body"></div></aside>"""
+    data = {"run": info, "colors": status_colors()}
+    return _shell(f"run {info['run_id']}", csrf, body, data, "run")
+
+
+def _value(value: Any) -> str:
+    return escape(json.dumps(value, ensure_ascii=False, indent=1, default=str))
+
+
+def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
+    """A stored plan waiting for approval: every step, its argument values and where each comes
+    from, the hash the approval binds; approve (and run) or refuse."""
+    rows = []
+    for s in view["steps"]:
+        sources = "".join(
+            f"<li><b>{escape(name)}</b>: {escape(', '.join(src))}</li>"
+            for name, src in s["provenance"].items()
+        )
+        mark = "needs approval" if s["needs_approval"] else ""
+        rows.append(
+            f'<tr data-step="{escape(s["step"])}"><td><code>{escape(s["step"])}</code></td>'
+            f"<td>{escape(s['calls'])}</td><td class='fx fx-{escape(s['side_effects'])}'>"
+            f"{escape(s['side_effects'])}</td><td>{escape(mark)}</td>"
+            f"<td><pre>{_value(s['args'])}</pre></td><td><ul>{sources}</ul></td></tr>"
+        )
+    waiting = view["status"] == "awaiting_approval"
+    run_label = "approve and run" if can_resume else "approve"
+    buttons = (
+        f"""<button type="button" id="approve" data-action="approve">{run_label}</button>
+<button type="button" id="refuse" data-action="refuse">refuse</button>"""
+        if waiting
+        else f'<span class="muted">this run is {escape(view["status"])}, not waiting</span>'
+    )
+    body = f"""
+<section class="run-head"><h1>approve: {escape(view["goal"] or view["run_id"])}</h1>
+<div>run <a href="/runs/{escape(view["run_id"])}"><code>{escape(view["run_id"])}</code></a>
+· status <span id="run-status" class="status s-{escape(view["status"])}">
+{escape(view["status"])}</span></div>
+<div>plan hash <code id="plan-hash">{escape(view["plan_hash"])}</code></div>
+<div>{len(view["to_approve"])} step(s) change the world or ask for approval:
+{escape(", ".join(view["to_approve"]))}</div>
+<div class="actions">{buttons}<span id="action-msg" class="msg" role="status"></span></div>
+</section>
+<table class="approval"><thead><tr><th>step</th><th>calls</th><th>side effects</th><th></th>
+<th>arguments</th><th>where each value comes from</th></tr></thead>
+<tbody>{"".join(rows)}</tbody></table>"""
+    data = {"run": {"run_id": view["run_id"], "can_resume": can_resume}}
+    return _shell(f"approve {view['run_id']}", csrf, body, data, "approval")
+
+
+def not_found(message: str) -> str:
+    return _shell("not found", "", f"<p>{escape(message)}</p>", {}, "none")

@@ -1,0 +1,96 @@
+"""Serving the dashboard with uvicorn, in the foreground (``planrail ui``) or in a thread (tests,
+benchmarks)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from typing import Any
+
+import uvicorn
+
+from planrail.web.app import Dashboard, create_app
+
+__all__ = ["DashboardServer", "free_port", "listen"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: any free port) and listening: connections made from
+    now on wait in its backlog until the server takes them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+class DashboardServer:
+    """A uvicorn server for one :class:`Dashboard` on ``host:port``."""
+
+    def __init__(self, dash: Dashboard, host: str, port: int) -> None:
+        self.dash = dash
+        self.host = host
+        self.port = port
+        config = uvicorn.Config(
+            create_app(dash),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+        )
+        self.server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    def url(self, path: str = "/", *, token: bool = True) -> str:
+        shown = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        query = f"?token={self.dash.guard.token}" if token else ""
+        return f"http://{shown}:{self.port}{path}{query}"
+
+    def run(self, sock: socket.socket | None = None) -> None:
+        """Serve until interrupted (Ctrl-C), on ``sock`` if given (see :func:`listen`)."""
+        self.server.run(sockets=[sock] if sock is not None else None)
+
+    def start(self) -> DashboardServer:
+        """Serve in a background thread; returns once it accepts connections."""
+
+        def serve() -> None:
+            asyncio.run(self.server.serve())
+
+        self._thread = threading.Thread(target=serve, name="planrail-ui", daemon=True)
+        self._thread.start()
+        started = threading.Event()
+
+        def wait() -> None:
+            while not self.server.started and self._thread is not None:
+                if not self._thread.is_alive():
+                    break
+                started.wait(0.02)
+
+        wait()
+        if not self.server.started:
+            raise RuntimeError(f"the dashboard did not start on {self.host}:{self.port}")
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for runner in list(self.dash.runners.values()):
+            runner.join(timeout=10)
+
+    def __enter__(self) -> DashboardServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

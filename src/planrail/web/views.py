@@ -1,0 +1,334 @@
+"""What the dashboard shows, as plain JSON-ready data built from a store (no web framework here).
+
+Every value leaves through :class:`Masker`: the store already holds what the executor's
+:class:`~planrail.plan.secrets.Redactor` let through, and on top of that the dashboard masks
+exactly what ``planrail show`` masks (parameters the tools declare secret, parameters named like
+secrets). Nothing here writes the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from planrail.engine.approval import ApprovalRequest
+from planrail.engine.events import EventType
+from planrail.observe.graph import COLORS
+from planrail.observe.view import redact
+from planrail.plan.effects import effects_of, needing_approval
+from planrail.plan.model import Plan
+from planrail.plan.secrets import Redactor, secret_params_of
+from planrail.plan.tools import ToolRegistry
+from planrail.store.base import Event, RunRecord, StepRecord, Store
+from planrail.types import StepStatus
+
+__all__ = [
+    "FILTERS",
+    "STEP_STATUS_OF_EVENT",
+    "Masker",
+    "approval_view",
+    "critical_path",
+    "event_message",
+    "run_row",
+    "run_rows",
+    "step_detail",
+    "timeline",
+]
+
+FILTERS: dict[str, str] = {
+    "awaiting": "awaiting approval",
+    "running": "running",
+    "failed": "failed",
+    "in_doubt": "in doubt",
+}
+"""The run list's filters (query value: label)."""
+
+STEP_STATUS_OF_EVENT: dict[str, str] = {
+    EventType.STEP_READY: "pending",
+    EventType.STEP_STARTED: "running",
+    EventType.STEP_RESTORED: "succeeded",
+    EventType.RETRY_SCHEDULED: "running",
+    EventType.STEP_SUCCEEDED: "succeeded",
+    EventType.STEP_DEGRADED: "succeeded",
+    EventType.STEP_FAILED: "failed",
+    EventType.STEP_SKIPPED: "skipped",
+    EventType.STEP_CANCELLED: "cancelled",
+    EventType.STEP_IN_DOUBT: "in_doubt",
+}
+"""The status a step has after each step event (an operator action reads the step record)."""
+
+
+class Masker:
+    """Masks what the dashboard shows of one run, as ``planrail show --tools`` does."""
+
+    def __init__(self, run: RunRecord, registry: ToolRegistry) -> None:
+        self._secrets: dict[str, frozenset[str]] = {}
+        self.redactor: Redactor | None = None
+        for raw in run.plan.get("steps", []):
+            names = set(secret_params_of(registry.spec(raw.get("tool") or "")))
+            fallback = raw.get("fallback") or {}
+            names |= secret_params_of(registry.spec(fallback.get("tool") or ""))
+            self._secrets[str(raw.get("id"))] = frozenset(names)
+        try:
+            self.redactor = Redactor.for_plan(Plan.model_validate(run.plan), registry)
+        except ValueError:
+            self.redactor = None
+
+    def args(self, step_id: str, args: Any) -> Any:
+        if self.redactor is not None:
+            args = self.redactor.args(step_id, args)
+        return redact(args, self._secrets.get(step_id, frozenset()))
+
+    def value(self, value: Any) -> Any:
+        """Any other value (outputs, errors, plan fields): secret-looking names masked."""
+        if self.redactor is not None:
+            value = self.redactor.scrub(value)
+        return redact(value)
+
+
+# ---------------------------------------------------------------- the run list
+
+
+def _in_doubt(steps: Mapping[str, StepRecord]) -> int:
+    return sum(1 for r in steps.values() if r.status == StepStatus.IN_DOUBT)
+
+
+def run_row(run: RunRecord, steps: Mapping[str, StepRecord], now: float) -> dict[str, Any]:
+    """One line of the run list."""
+    started = [r.started_at for r in steps.values() if r.started_at is not None]
+    finished = [r.finished_at for r in steps.values() if r.finished_at is not None]
+    begin = min(started) if started else None
+    live = run.status in ("running", "pending") and begin is not None
+    end = now if live else (max(finished) if finished else None)
+    return {
+        "run_id": run.run_id,
+        "status": run.status,
+        "goal": str(run.plan.get("goal", "")),
+        "created_at": run.created_at,
+        "started_at": begin,
+        "duration": None if begin is None or end is None else max(0.0, end - begin),
+        "steps": len(run.plan.get("steps", [])),
+        "in_doubt": _in_doubt(steps),
+    }
+
+
+def run_rows(store: Store, flt: str | None, now: float, limit: int = 200) -> list[dict[str, Any]]:
+    """The run list, newest first, narrowed by a :data:`FILTERS` key."""
+    status = {"awaiting": "awaiting_approval", "running": "running", "failed": "failed"}.get(
+        flt or ""
+    )
+    rows = []
+    for run in store.list_runs(status=status, limit=limit):
+        row = run_row(run, store.get_steps(run.run_id), now)
+        if flt == "in_doubt" and not row["in_doubt"]:
+            continue
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- graph and timeline
+
+
+def critical_path(run: RunRecord, steps: Mapping[str, StepRecord]) -> list[str]:
+    """The chain of steps that decided when the run ended: from the step that finished last,
+    back through the dependency that finished last each time (recorded times only)."""
+    deps = {str(s.get("id")): list(s.get("depends_on", ())) for s in run.plan.get("steps", [])}
+    done = {sid: r.finished_at for sid, r in steps.items() if r.finished_at is not None}
+    if not done:
+        return []
+    current: str | None = max(done, key=lambda s: (done[s], s))
+    path: list[str] = []
+    seen: set[str] = set()
+    while current is not None and current not in seen:
+        path.append(current)
+        seen.add(current)
+        before = [d for d in deps.get(current, []) if d in done]
+        current = max(before, key=lambda s: (done[s], s)) if before else None
+    return path[::-1]
+
+
+def _attempts(rec: StepRecord) -> list[dict[str, Any]]:
+    """Attempts with wall times: the history's times are monotonic, so they are placed from the
+    step's recorded start."""
+    history = [h for h in rec.attempt_history if isinstance(h, dict)]
+    if rec.started_at is None or not history:
+        return []
+    base = min(float(h.get("started_at", 0.0)) for h in history)
+    out = []
+    for h in history:
+        start = rec.started_at + float(h.get("started_at", base)) - base
+        error = h.get("error")
+        out.append(
+            {
+                "attempt": h.get("attempt"),
+                "item": h.get("item"),
+                "start": start,
+                "end": start + float(h.get("duration", 0.0)),
+                "delay": h.get("delay"),
+                "ok": error is None,
+                "error": error.get("message") if isinstance(error, dict) else None,
+            }
+        )
+    return out
+
+
+def timeline(run: RunRecord, steps: Mapping[str, StepRecord], now: float) -> dict[str, Any]:
+    """Rows of the Gantt chart (one per started step, by start time) and the critical path."""
+    rows: list[dict[str, Any]] = []
+    for sid, rec in steps.items():
+        if rec.started_at is None:
+            continue
+        end = rec.finished_at if rec.finished_at is not None else now
+        rows.append(
+            {
+                "step": sid,
+                "status": str(rec.status),
+                "start": rec.started_at,
+                "end": max(end, rec.started_at),
+                "attempts": _attempts(rec),
+            }
+        )
+    rows.sort(key=lambda r: (r["start"], r["step"]))
+    begin: float | None = min((float(r["start"]) for r in rows), default=None)
+    last: float | None = max((float(r["end"]) for r in rows), default=None)
+    return {"rows": rows, "begin": begin, "end": last, "critical": critical_path(run, steps)}
+
+
+# ---------------------------------------------------------------- step drawer
+
+
+def _plan_step(run: RunRecord, step_id: str) -> dict[str, Any]:
+    return next((s for s in run.plan.get("steps", []) if s.get("id") == step_id), {})
+
+
+def _sources(run: RunRecord, step_id: str) -> dict[str, list[str]]:
+    try:
+        plan = Plan.model_validate(run.plan)
+        request = ApprovalRequest.build(plan, ToolRegistry(), {}, [], plan_hash=run.plan_hash)
+        return request.sources(step_id)
+    except (ValueError, KeyError):
+        return {}
+
+
+def _trace_id(run: RunRecord, rec: StepRecord | None) -> str | None:
+    for meta in (rec.metadata if rec is not None else {}, run.metadata):
+        found = meta.get("trace_id") or meta.get("otel_trace_id")
+        if isinstance(found, str):
+            return found
+    return None
+
+
+def step_detail(
+    run: RunRecord, rec: StepRecord | None, step_id: str, events: list[Event], masker: Masker
+) -> dict[str, Any]:
+    """The step drawer: plan entry, resolved arguments, output, error, attempts and their
+    delays, idempotency key, provenance of each argument, OpenTelemetry trace id."""
+    raw = _plan_step(run, step_id)
+    resolved = rec.args if rec is not None else None
+    return {
+        "step": step_id,
+        "status": str(rec.status) if rec is not None else "pending",
+        "calls": raw.get("tool") or raw.get("action", "tool_call"),
+        "depends_on": list(raw.get("depends_on", ())),
+        "args": masker.args(step_id, resolved if resolved is not None else raw.get("args")),
+        "args_resolved": resolved is not None,
+        "output": masker.value(rec.output) if rec is not None else None,
+        "error": masker.value(rec.error) if rec is not None else None,
+        "reason": masker.value(rec.reason) if rec is not None else None,
+        "attempts": rec.attempts if rec is not None else 0,
+        "attempt_history": masker.value(_attempts(rec)) if rec is not None else [],
+        "idempotency_key": rec.idempotency_key if rec is not None else None,
+        "provenance": _sources(run, step_id),
+        "trace_id": _trace_id(run, rec),
+        "events": [
+            {"seq": e.seq, "type": e.type, "at": e.at, "attempt": e.attempt}
+            for e in events
+            if e.step_id == step_id
+        ],
+    }
+
+
+# ---------------------------------------------------------------- live updates
+
+
+def event_message(event: Event, steps: Mapping[str, StepRecord] | None = None) -> dict[str, Any]:
+    """One server-sent message: the event's kind, its step and that step's status after it.
+
+    Only ids, types, times and statuses: an event's ``data`` (arguments, outputs, messages) is
+    never sent, so nothing secret can travel this way.
+    """
+    status = STEP_STATUS_OF_EVENT.get(event.type)
+    if event.type == EventType.OPERATOR_ACTION and event.step_id and steps is not None:
+        rec = steps.get(event.step_id)
+        status = str(rec.status) if rec is not None else None
+    message: dict[str, Any] = {
+        "seq": event.seq,
+        "type": event.type,
+        "at": event.at,
+        "step": event.step_id,
+        "status": status,
+    }
+    if event.type == EventType.OPERATOR_ACTION:
+        message["action"] = str(event.data.get("action", ""))
+    return message
+
+
+# ---------------------------------------------------------------- approval page
+
+
+@dataclass(frozen=True)
+class ApprovalStep:
+    step: str
+    calls: str
+    side_effects: str
+    needs_approval: bool
+    args: Any
+    provenance: dict[str, list[str]]
+
+
+def approval_view(run: RunRecord, registry: ToolRegistry) -> dict[str, Any]:
+    """The approval page of a stored run: what each step does, its argument values (masked) and
+    where each comes from, and the hash an approval binds.
+
+    Built from :class:`~planrail.engine.approval.ApprovalRequest` and
+    :func:`~planrail.plan.effects.effects_of` over the stored plan; the one place to swap for the
+    approval-screen data model when it lands.
+    """
+    plan = Plan.model_validate(run.plan)
+    effects = effects_of(plan.steps, registry)
+    request = ApprovalRequest.build(
+        plan,
+        registry,
+        effects,
+        needing_approval(effects),
+        plan_hash=run.plan_hash,
+        run_id=run.run_id,
+    )
+    masker = Masker(run, registry)
+    steps = [
+        ApprovalStep(
+            step=s.id,
+            calls=s.tool or s.action,
+            side_effects=request.side_effects.get(s.id, "none"),
+            needs_approval=s.id in request.steps,
+            args=masker.args(s.id, _plan_step(run, s.id).get("args", {})),
+            provenance=request.sources(s.id),
+        )
+        for s in plan.steps
+    ]
+    return {
+        "run_id": run.run_id,
+        "status": run.status,
+        "goal": plan.goal,
+        "plan_hash": request.plan_hash,
+        "reason": request.reason,
+        "to_approve": list(request.steps),
+        "steps": [s.__dict__ for s in steps],
+        "approval": masker.value(run.approval),
+    }
+
+
+def status_colors() -> dict[str, list[str]]:
+    """``status: [fill, stroke]`` as the SVG graph draws them (the script recolours with it)."""
+    return {k or "none": list(v) for k, v in COLORS.items()}

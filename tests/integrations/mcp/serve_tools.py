@@ -1,0 +1,24 @@
+"""Tools for the ``planrail mcp serve`` tests: one read-only, one that changes the world."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+import planrail
+
+
+class Account(BaseModel):
+    user_id: str
+    name: str
+
+
+@planrail.tool(side_effects="none")
+def find(name: str) -> Account:
+    """Look an account up (read-only)."""
+    return Account(user_id=f"usr_{name.lower()}", name=name)
+
+
+@planrail.tool(side_effects="keyed")
+def create(name: str, ctx: planrail.StepContext) -> Account:
+    """Create an account (changes the world; honours its key)."""
+    return Account(user_id=f"usr_{ctx.idempotency_key[-6:]}", name=name)

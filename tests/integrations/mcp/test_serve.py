@@ -1,0 +1,141 @@
+"""``planrail mcp serve`` driven by the MCP SDK's own client, over stdio and over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import mcp_types
+from mcp import Client, StdioServerParameters
+from mcp.client.session import ClientRequestContext
+from typer.testing import CliRunner
+
+from planrail.cli import app
+
+from .conftest import PROBE, START_BUDGET
+
+HERE = Path(__file__).resolve().parent
+TOOLS = str(HERE / "serve_tools.py")
+PLANRAIL = str(Path(sys.executable).with_name("planrail"))
+
+READ_ONLY = {
+    "goal": "find Ada",
+    "steps": [
+        {"id": "a", "tool": "find", "args": {"name": "Ada"}},
+        {"id": "b", "tool": "find", "args": {"name": "${a.user_id}"}, "depends_on": ["a"]},
+    ],
+    "output": "${b.name}",
+}
+CHANGES = {"goal": "create Bob", "steps": [{"id": "c", "tool": "create", "args": {"name": "Bob"}}]}
+
+
+def serve(store: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=PLANRAIL,
+        args=["mcp", "serve", "--tools", TOOLS, "--store", f"sqlite:///{store}", *extra],
+    )
+
+
+def structured(result: mcp_types.CallToolResult) -> Any:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+async def test_validate_run_read_list_and_the_catalog(tmp_path: Path) -> None:
+    """A bad plan's issues come back as structured content with their codes; a good plan runs
+    and its record is readable; runs are listed; the catalog is a resource."""
+    async with Client(serve(tmp_path / "runs.db")) as client:
+        bad = {"steps": [{"id": "a", "tool": "find", "args": {"name": "${nope.x}"}},
+                         {"id": "a", "tool": "missing"}]}  # fmt: skip
+        report = structured(await client.call_tool("validate_plan", {"plan": bad}))
+        assert report["valid"] is False
+        assert {"duplicate_id", "unknown_step_reference"} <= {i["code"] for i in report["errors"]}
+        ran = structured(await client.call_tool("run_plan", {"plan": READ_ONLY}))
+        assert (ran["status"], ran["output"]) == ("succeeded", "usr_ada")
+        record = structured(await client.call_tool("get_run", {"run_id": ran["run_id"]}))
+        assert [(s["id"], s["status"]) for s in record["steps"]] == [
+            ("a", "succeeded"), ("b", "succeeded")]  # fmt: skip
+        listed = structured(await client.call_tool("list_runs", {}))["result"]
+        assert [r["run_id"] for r in listed] == [ran["run_id"]]
+        invalid = structured(await client.call_tool("run_plan", {"plan": bad}))
+        assert invalid["status"] == "invalid"
+        assert invalid["errors"]
+        resource = await client.read_resource("planrail://catalog")
+        catalog = json.loads(resource.contents[0].text)  # type: ignore[union-attr]
+        assert {t["name"] for t in catalog["tools"]} == {"find", "create"}
+
+
+async def test_a_plan_needing_approval_waits_and_runs_once_approved(tmp_path: Path) -> None:
+    """Without elicitation a plan that changes the world is stored ``awaiting_approval``
+    (nothing runs); once an operator approved it (``planrail approve``), ``resume_run`` runs
+    it."""
+    db = tmp_path / "runs.db"
+    async with Client(serve(db)) as client:
+        waiting = structured(await client.call_tool("run_plan", {"plan": CHANGES}))
+        assert waiting["status"] == "awaiting_approval"
+        assert f"planrail approve {waiting['run_id']}" in waiting["next"]
+        record = structured(await client.call_tool("get_run", {"run_id": waiting["run_id"]}))
+        assert record["steps"][0]["status"] == "pending"
+        approve(db, waiting["run_id"])
+        done = structured(await client.call_tool("resume_run", {"run_id": waiting["run_id"]}))
+        assert done["status"] == "succeeded"
+
+
+def approve(db: Path, run_id: str) -> None:
+    """``planrail approve RUN_ID``, as an operator types it."""
+    result = CliRunner().invoke(app, ["approve", run_id, "--store", f"sqlite:///{db}"])
+    assert result.exit_code == 0, result.output
+
+
+async def test_a_client_with_elicitation_is_asked_to_approve(tmp_path: Path) -> None:
+    """A client that supports elicitation is asked; yes runs the plan, no refuses it."""
+    answers: list[bool] = [True, False]
+    asked: list[str] = []
+
+    async def elicit(
+        context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action="accept", content={"approve": answers.pop(0)})
+
+    async with Client(serve(tmp_path / "runs.db"), elicitation_callback=elicit) as client:
+        yes = structured(await client.call_tool("run_plan", {"plan": CHANGES}))
+        no = structured(await client.call_tool("run_plan", {"plan": CHANGES}))
+    assert yes["status"] == "succeeded"
+    assert no["status"] == "refused"
+    assert "c: create (keyed; changes the world)" in asked[0]
+
+
+async def test_served_plans_can_call_mcp_tools_too(tmp_path: Path) -> None:
+    """``mcp serve --mcp NAME=COMMAND`` runs plans over another MCP server's tools."""
+    extra = ("--mcp", f"probe={shlex.join([sys.executable, PROBE])}")
+    plan = {"steps": [{"id": "w", "tool": "probe.lookup", "args": {"name": "Eve"}}]}
+    async with Client(serve(tmp_path / "runs.db", *extra)) as client:
+        ran = structured(await client.call_tool("run_plan", {"plan": plan}))
+    assert ran["status"] == "awaiting_approval"  # --mcp servers are untrusted: approval needed
+
+
+async def test_serve_over_streamable_http(tmp_path: Path) -> None:
+    """``mcp serve --http 127.0.0.1:0`` serves the same tools over Streamable HTTP (the URL it
+    prints once it listens)."""
+    proc = await asyncio.create_subprocess_exec(
+        *[PLANRAIL, "mcp", "serve", "--tools", TOOLS, "--store", f"sqlite:///{tmp_path / 'r.db'}"],
+        "--http",
+        "127.0.0.1:0",
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        line = (await asyncio.wait_for(proc.stderr.readline(), START_BUDGET)).decode()
+        url = line.rsplit(" ", 1)[-1].strip()
+        assert url.startswith("http://127.0.0.1:"), line
+        async with Client(url) as client:
+            ran = structured(await client.call_tool("run_plan", {"plan": READ_ONLY}))
+        assert ran["status"] == "succeeded"
+    finally:
+        proc.kill()
+        await proc.wait()

@@ -1,0 +1,221 @@
+"""The dashboard in a real headless Chromium (Debian's, driven by Playwright).
+
+Each test drives the page as a person would and waits on conditions only (no fixed sleeps);
+runs are started from other processes (``planrail run`` / ``planrail cancel`` subprocesses) or
+stored by ``planrail.runs.prepare`` so the dashboard sees them only through the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import planrail
+from planrail.engine.approval import defer
+from planrail.store.base import RunRecord
+
+from .conftest import TOOLS, Served, registry, screenshot
+
+CHAIN = {
+    "goal": "watch a chain of steps live",
+    "steps": [
+        {"id": "a", "tool": "wait_for", "args": {"step": "a"}},
+        {"id": "b", "tool": "wait_for", "args": {"step": "b"}, "depends_on": ["a"]},
+        {"id": "c", "tool": "wait_for", "args": {"step": "c"}, "depends_on": ["b"]},
+    ],
+}
+
+
+def _plan_file(tmp: Path, plan: dict[str, Any], name: str = "plan.json") -> Path:
+    path = tmp / name
+    path.write_text(json.dumps(plan))
+    return path
+
+
+def _node(page: Any, step: str, status: str) -> None:
+    """Wait until the graph node of ``step`` shows ``status``."""
+    page.wait_for_selector(f'#graph g.step[data-step="{step}"][data-status="{status}"]')
+
+
+def _run_status(page: Any, status: str) -> None:
+    page.wait_for_selector(f'body[data-run-status="{status}"]')
+
+
+def test_watch_a_run_from_another_process_change_state_live(served: Served, page: Any) -> None:
+    """A run started by `planrail run` in another process appears in the run list, and its
+    graph nodes turn running → succeeded on the open run page without a reload."""
+    page.goto(served.url("/"))
+    plan = _plan_file(served.tmp, CHAIN)
+    proc = served.planrail(
+        "run",
+        str(plan),
+        "--tools",
+        TOOLS,
+        "--run-id",
+        "live-1",
+        "--quiet",
+        "--yes",
+    )
+    try:
+        page.wait_for_selector('#runs tr[data-run="live-1"]')
+        screenshot(page, "run-list")
+        loads = []
+        page.on("load", lambda _p: loads.append(1))
+        page.click('#runs tr[data-run="live-1"] a')
+        page.wait_for_url("**/runs/live-1")
+        loads.clear()
+        _node(page, "a", "running")
+        _node(page, "b", "pending")
+        served.open_gate("a")
+        _node(page, "a", "succeeded")
+        _node(page, "b", "running")
+        screenshot(page, "run-live")
+        served.open_gate("b")
+        served.open_gate("c")
+        _node(page, "c", "succeeded")
+        _run_status(page, "succeeded")
+        assert loads == []  # no reload: the events arrived over SSE
+        page.wait_for_selector("#timeline g.gantt-row.critical")
+        page.click('#graph g.step[data-step="b"]')
+        page.wait_for_selector('#drawer:not([hidden]) [data-field="idempotency key"]')
+        assert "wait_for" in page.inner_text("#drawer")
+        screenshot(page, "step-drawer")
+    finally:
+        served.open_gate("a")
+        served.open_gate("b")
+        served.open_gate("c")
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+
+
+MAIL = {
+    "goal": "mail the weekly report",
+    "steps": [
+        {"id": "count", "tool": "quick", "args": {"n": 41}},
+        {
+            "id": "mail",
+            "tool": "notify",
+            "args": {"to": "ops@example.com", "text": "${count}"},
+            "depends_on": ["count"],
+        },
+    ],
+}
+
+
+def test_approve_a_waiting_plan_and_see_it_run(served: Served, page: Any) -> None:
+    """A run stored awaiting approval (prepare with approver=defer) shows its argument values,
+    where each comes from and the plan hash; "approve and run" approves it
+    through the operator action and resumes it, and the run page shows it succeed."""
+    execution = planrail.runs.prepare(
+        MAIL, registry(), store=served.store, approver=defer, run_id="approve-1"
+    )
+    result = asyncio.run(execution.run())
+    assert result.status == "awaiting_approval"
+    plan_hash = served.store.get_run("approve-1").plan_hash  # type: ignore[union-attr]
+    page.goto(served.url("/"))
+    page.click('button.filter[data-filter="awaiting"]')
+    page.wait_for_selector('#runs tr[data-run="approve-1"]')
+    page.goto(served.url("/runs/approve-1/approval", token=False))
+    assert page.inner_text("#plan-hash") == plan_hash
+    row = page.inner_text('tr[data-step="mail"]')
+    assert "ops@example.com" in row
+    assert "needs approval" in row
+    assert "to: user" in row  # written in the plan
+    assert "text: tool output of count" in row
+    screenshot(page, "approval")
+    page.click("#approve")
+    page.wait_for_url("**/runs/approve-1")
+    _run_status(page, "succeeded")
+    _node(page, "mail", "succeeded")
+    actions = [e.data.get("action") for e in served.store.events("approve-1")]
+    assert "approve" in actions
+
+
+UNSAFE = {
+    "goal": "send one message that cannot be repeated",
+    "steps": [{"id": "w", "tool": "unsafe_wait", "args": {"step": "w"}}],
+}
+
+
+def _open_run(page: Any, served: Served, run_id: str) -> None:
+    """From the run list, once the run shows up there, to its page."""
+    page.goto(served.url("/"))
+    page.click(f'#runs tr[data-run="{run_id}"] a')
+    page.wait_for_url(f"**/runs/{run_id}")
+
+
+def _start_unsafe(served: Served, run_id: str) -> Any:
+    plan = _plan_file(served.tmp, UNSAFE, f"{run_id}.json")
+    return served.planrail("run", str(plan), "--tools", TOOLS, "--run-id", run_id, "--yes", "-q")
+
+
+def test_cancel_a_running_run_from_the_page(served: Served, page: Any) -> None:
+    """ "cancel run" on a run another process drives asks that runner to stop (the operator
+    action): its unsafe call under way becomes in doubt and the run ends cancelled, live; the
+    run list's "in doubt" filter then shows it."""
+    proc = _start_unsafe(served, "cancel-1")
+    try:
+        _open_run(page, served, "cancel-1")
+        _node(page, "w", "running")
+        page.click("#cancel")
+        page.wait_for_selector("#action-msg:has-text('requested')")
+        _node(page, "w", "in_doubt")
+        _run_status(page, "cancelled")
+        screenshot(page, "cancelled")
+    finally:
+        served.open_gate("w")
+        proc.communicate(timeout=60)
+    page.goto(served.url("/", token=False))
+    page.click('button.filter[data-filter="in_doubt"]')
+    page.wait_for_selector('#runs tr[data-run="cancel-1"] td.doubt:has-text("1")')
+    by = [e.data.get("by") for e in served.store.events("cancel-1") if e.type == "operator_action"]
+    assert by
+    assert "dashboard" in str(by[0])
+
+
+def test_resolve_an_in_doubt_step_then_resume(served: Served, page: Any) -> None:
+    """A step left in doubt by `planrail cancel` from another process is resolved in the step
+    drawer ("succeeded" with its output); the node turns succeeded live and resume finishes the
+    run."""
+    proc = _start_unsafe(served, "doubt-1")
+    try:
+        _open_run(page, served, "doubt-1")
+        _node(page, "w", "running")
+        canceller = served.planrail("cancel", "doubt-1")
+        canceller.communicate(timeout=60)
+        assert canceller.returncode == 0
+        _node(page, "w", "in_doubt")
+    finally:
+        proc.communicate(timeout=60)
+    page.click('#graph g.step[data-step="w"]')
+    page.wait_for_selector("#resolve")
+    page.fill("#resolve-output", '{"step": "w", "sent": "yes"}')
+    screenshot(page, "resolve")
+    page.click('#resolve button[data-decision="succeeded"]')
+    _node(page, "w", "succeeded")
+    page.click("#resume")
+    _run_status(page, "succeeded")
+    assert served.store.get_steps("doubt-1")["w"].output == {"step": "w", "sent": "yes"}
+
+
+def test_the_page_says_disconnected_when_the_stream_drops(served: Served, page: Any) -> None:
+    """When the server goes away the run page shows the "disconnected" banner (the browser
+    keeps retrying the stream by itself)."""
+    served.store.create_run(
+        RunRecord(
+            run_id="idle",
+            plan=CHAIN,
+            plan_hash="h",
+            status="pending",
+            created_at=1.0,
+            updated_at=1.0,
+        )
+    )
+    page.goto(served.url("/runs/idle"))
+    page.wait_for_selector("#conn.ok")
+    assert page.is_hidden("#banner")
+    served.server.stop()
+    page.wait_for_selector("#banner:not([hidden])")
+    assert page.inner_text("#conn") == "disconnected"

@@ -1,0 +1,122 @@
+"""What the dashboard computes from a store: run rows, the critical path, the timeline, the
+live messages, the approval page's data; and the `planrail ui` command's refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typer.testing import CliRunner
+
+from planrail.cli import app
+from planrail.engine.events import EventType
+from planrail.store.base import Event, RunRecord, StepRecord
+from planrail.web.gantt import gantt_svg
+from planrail.web.views import approval_view, critical_path, event_message, run_row, timeline
+
+from .conftest import registry
+
+PLAN = {
+    "goal": "diamond",
+    "steps": [
+        {"id": "a", "tool": "quick", "args": {"n": 1}},
+        {"id": "slow", "tool": "quick", "args": {"n": "${a}"}, "depends_on": ["a"]},
+        {"id": "fast", "tool": "quick", "args": {"n": "${a}"}, "depends_on": ["a"]},
+        {"id": "z", "tool": "quick", "args": {"n": "${slow}"}, "depends_on": ["slow", "fast"]},
+    ],
+}
+
+
+def _run(status: str = "succeeded") -> RunRecord:
+    return RunRecord(
+        run_id="r", plan=PLAN, plan_hash="h", status=status, created_at=100.0, updated_at=110.0
+    )
+
+
+def _step(sid: str, start: float, end: float | None, status: str = "succeeded") -> StepRecord:
+    history: list[dict[str, Any]] = [{"attempt": 1, "started_at": 5.0, "duration": 0.5}]
+    if sid == "slow":
+        history = [
+            {"attempt": 1, "started_at": 5.0, "duration": 1.0, "error": {"message": "boom"}},
+            {"attempt": 2, "started_at": 7.0, "duration": 1.0, "delay": 1.0},
+        ]
+    return StepRecord(
+        run_id="r",
+        step_id=sid,
+        status=status,
+        idempotency_key=f"r:{sid}",
+        started_at=start,
+        finished_at=end,
+        attempt_history=history,
+    )
+
+
+STEPS = {
+    "a": _step("a", 101.0, 102.0),
+    "slow": _step("slow", 102.0, 105.0),
+    "fast": _step("fast", 102.0, 102.5),
+    "z": _step("z", 105.0, 106.0),
+}
+
+
+def test_the_critical_path_follows_the_dependency_that_finished_last() -> None:
+    """From the last step back through the latest-finishing dependency: a → slow → z."""
+    assert critical_path(_run(), STEPS) == ["a", "slow", "z"]
+    assert critical_path(_run(), {}) == []
+
+
+def test_the_timeline_places_attempts_from_the_steps_wall_start() -> None:
+    """Attempt times are monotonic; they are placed from the step's recorded start, and the
+    SVG marks the critical path."""
+    tl = timeline(_run(), STEPS, now=200.0)
+    slow = next(r for r in tl["rows"] if r["step"] == "slow")
+    assert [(a["start"], a["end"], a["ok"]) for a in slow["attempts"]] == [
+        (102.0, 103.0, False),
+        (104.0, 105.0, True),
+    ]
+    assert slow["attempts"][1]["delay"] == 1.0
+    svg = gantt_svg(tl)
+    assert svg.count('class="gantt-row critical"') == 3
+    assert "★ slow" in svg
+
+
+def test_a_run_row_has_duration_and_in_doubt_count() -> None:
+    """A finished run's duration is first start to last finish; in-doubt steps are counted."""
+    steps = {**STEPS, "z": _step("z", 105.0, 106.0, status="in_doubt")}
+    row = run_row(_run("failed"), steps, now=500.0)
+    assert row["duration"] == 5.0
+    assert row["in_doubt"] == 1
+    assert row["goal"] == "diamond"
+    running = run_row(_run("running"), STEPS, now=111.0)
+    assert running["duration"] == 10.0  # still going: up to now
+
+
+def test_a_live_message_carries_no_event_data() -> None:
+    """A server-sent message names the event, its step and the step's new status; the event's
+    data (arguments, outputs, messages) is never copied into it."""
+    event = Event(
+        run_id="r", type=EventType.STEP_FAILED, at=1.0, seq=7, step_id="a", data={"x": "SECRET"}
+    )
+    message = event_message(event)
+    assert message == {"seq": 7, "type": "step_failed", "at": 1.0, "step": "a", "status": "failed"}
+    action = Event(
+        run_id="r", type="operator_action", at=2.0, seq=8, step_id="z", data={"action": "resolve"}
+    )
+    assert event_message(action, STEPS)["status"] == "succeeded"
+
+
+def test_the_approval_view_lists_values_sources_and_the_hash() -> None:
+    """Every step with its side effects, whether it needs approval, its arguments and where
+    each comes from; the hash is the stored one."""
+    view = approval_view(_run("awaiting_approval"), registry())
+    assert view["plan_hash"] == "h"
+    z = next(s for s in view["steps"] if s["step"] == "z")
+    assert z["provenance"] == {"n": ["tool output of slow"]}
+    assert z["side_effects"] == "none"
+    assert view["to_approve"] == []
+
+
+def test_ui_on_all_interfaces_needs_an_explicit_token() -> None:
+    """`planrail ui --host 0.0.0.0` without --token exits 2 saying why."""
+    result = CliRunner().invoke(app, ["ui", "--host", "0.0.0.0", "--store", "memory://"])
+    assert result.exit_code == 2
+    assert "--token" in result.output
