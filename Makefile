@@ -39,8 +39,9 @@ unit: $(TEST_STAMP)
 	source scripts/test-services.sh && $(VENV)/bin/pytest -q
 
 # Long crash/soak and full-size fuzz tests (a small version of each runs in `make test`).
+# The interruption soak runs PLANRAIL_SOAK_TRIALS trials (default 500): make soak PLANRAIL_SOAK_TRIALS=100
 soak: $(TEST_STAMP)
-	source scripts/test-services.sh && $(VENV)/bin/pytest -q -m slow
+	source scripts/test-services.sh && PLANRAIL_SOAK_TRIALS=$${PLANRAIL_SOAK_TRIALS:-500} $(VENV)/bin/pytest -q -m slow
 
 test: lint typecheck unit
 

@@ -18,6 +18,8 @@ BENCHMARKS = (
     ("validation time vs plan size", "bench.validation"),
     ("rate-limited resource: FIFO vs critical-path-first", "bench.rate_limit"),
     ("durability: memory vs SQLite vs PostgreSQL store", "bench.durability"),
+    ("resume after SIGKILL: same-host takeover vs lease wait", "bench.takeover"),
+    ("sync tool call: thread vs isolated process", "bench.isolation"),
     ("OpenTelemetry on vs off", "bench.otel_overhead"),
     ("planrail run (fresh process, default store) vs no engine", "bench.cli"),
     ("reference parsing and fuzzing", "bench.security_fuzz"),

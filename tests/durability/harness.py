@@ -157,14 +157,16 @@ class RunnerPool:
     """Starts runner processes one ahead, so Python's start-up and planrail's import overlap
     with the previous runner's work instead of adding to every trial."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, runner: Path = RUNNER) -> None:
         self.env = {**os.environ, **(env or {})}
+        self.runner = runner
+        """The runner script (``crash_runner.py``; the soak's ``interrupt_runner.py``)."""
         self._spare: Runner | None = None
 
     def _spawn(self) -> Runner:
         err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed by Runner.finish)
         proc = subprocess.Popen(
-            [sys.executable, str(RUNNER)],
+            [sys.executable, str(self.runner)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=err,

@@ -74,8 +74,9 @@ async def test_fail_fast_with_a_dependent_launched_in_the_same_turn_ends_the_run
 
 @pytest.mark.looptime
 async def test_a_store_failure_when_recording_outcomes_stops_the_run() -> None:
-    """``a`` succeeds but its outcome cannot be committed: the run ends (failed or cancelled,
-    saying the store failed) and ``b``, which depends on ``a``, is never called."""
+    """``a`` succeeds but its outcome cannot be committed: ``a`` is recorded failed (its tool
+    honours keys: a resume calls it again), the run ends failed saying the store failed, and
+    ``b``, which depends on ``a``, is never called."""
     called: list[str] = []
 
     @planrail.tool(side_effects="keyed")
@@ -102,3 +103,5 @@ async def test_a_store_failure_when_recording_outcomes_stops_the_run() -> None:
     assert result.status in ("failed", "cancelled")
     assert "disk full" in (result.error or "")
     assert called == ["a"]
+    assert result.steps["a"].status == "failed"
+    assert "could not be recorded" in (result.steps["a"].reason or "")

@@ -82,7 +82,7 @@ def test_plan_refused_exits_4_and_calls_no_tool(tmp_path: Path, server: LLMTestS
     assert result.exit_code == 4, result.output
     assert "approval refused" in result.output
     assert "acct" in result.output
-    assert "from the user" in result.output
+    assert "written by the planner model" in result.output  # the approval screen
     assert _calls(log) == []
 
 

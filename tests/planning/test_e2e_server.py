@@ -66,7 +66,9 @@ async def test_llm_step_prompt_holds_goal_first_and_only_its_inputs(
     messages = step_request.messages
     assert messages[0]["content"].startswith(f"Goal: {GOAL}")
     text = step_request.text
-    assert json.dumps(["graph planning 1", "graph planning 2"], separators=(",", ":")) in text
+    # the referenced titles arrive as data, in a marked block after the task
+    block = text.split('<data name="1">', 1)[1].split("</data>", 1)[0]
+    assert json.loads(block) == ["graph planning 1", "graph planning 2"]
     for unrelated in ("alice@example.com", "u_1", "create_account", "You are a planner"):
         assert unrelated not in text
     assert result.run is not None

@@ -47,7 +47,8 @@ async def test_step_sees_goal_first_and_only_referenced_inputs(kit: Kit) -> None
     assert result.status == "succeeded", result.reason
     poem = llm.requests[1]
     assert poem.messages[0].content.startswith(f"Goal: {GOAL}")
-    assert "Write a haiku about haiku 1." in poem.text
+    assert "Write a haiku about <data 1>." in poem.text  # the reference stands for a block
+    assert '<data name="1">\nhaiku 1\n</data>' in poem.text
     assert "secret-unrelated" not in poem.text
     assert "Yes." not in poem.text
     assert poem.schema == PLAN["steps"][2]["output_schema"]
@@ -70,8 +71,11 @@ async def test_answer_not_fitting_the_schema_fails_the_step(kit: Kit) -> None:
 
 
 def test_step_messages_shape() -> None:
-    """Goal first, then the task, then the inputs; a schema adds the JSON instruction."""
+    """Goal first, then the task, then the inputs in a marked data block with the goal
+    restated after it; a schema adds the JSON instruction."""
     messages = step_messages("G", "Do X", {"a": 1}, {"type": "object"})
     assert messages[0].content.startswith("Goal: G\n\n")
-    assert messages[1].content.startswith("Do X\n\nInputs:\n")
+    assert messages[1].content.startswith('Do X\n\nInputs:\n<data name="inputs">\n')
+    assert "</data>\n\n" in messages[1].content
+    assert "The goal is still: G" in messages[1].content
     assert messages[1].content.endswith("nothing else.")

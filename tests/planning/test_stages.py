@@ -106,7 +106,8 @@ async def test_a_confirmed_stage_starts_after_its_check(kit: Kit) -> None:
     check = llm.requests[2]
     assert check.schema == VERDICT_SCHEMA
     assert check.messages[0].content.startswith(f"Goal: {GOAL}\nStage goal: {MAILING}\n\n")
-    inputs = json.loads(check.messages[1].content.split("Inputs:\n", 1)[1].rsplit("\n\n", 1)[0])
+    block = check.messages[1].content.split('<data name="inputs">\n', 1)[1]
+    inputs = json.loads(block.split("\n</data>", 1)[0])
     assert inputs == {
         "finished_stages": [
             {

@@ -51,7 +51,7 @@ def test_predicate_evaluation(pred: Any, expected: bool) -> None:
     [
         ({"lt": ["${a.s}", 3]}, PredicateError),
         ("${a.n}", PredicateError),
-        ({"in": [1, "${a.s}"]}, PredicateError),
+        ({"in": [{"k": 1}, "${a.s}"]}, PredicateError),  # a number in text is looked for
         ({"eq": ["${a.missing}", 1]}, ReferenceResolutionError),
         ({"eq": ["${b.x}", 1]}, ReferenceResolutionError),
     ],
@@ -90,3 +90,10 @@ def test_predicates_cannot_reach_python_internals() -> None:
     """Operands are data: dunder paths are refused, text like {0.__class__} stays inert."""
     assert check_predicate({"eq": ["${a.__class__}", 1]})
     assert compile_predicate({"eq": ["{0.__class__}", "{0.__class__}"]}).evaluate(OUT)
+
+
+def test_in_finds_a_number_written_in_text() -> None:
+    """``in`` looks for a number in a string as it would be written (``42``, ``42.50``)."""
+    pred = compile_predicate({"in": ["${a.n}", "pay 42.50 today"]})
+    assert pred.evaluate({"a": {"n": 42.5}})
+    assert not pred.evaluate({"a": {"n": 2.5}})

@@ -122,8 +122,9 @@ def test_approve_a_waiting_plan_and_see_it_run(served: Served, page: Any) -> Non
     row = page.inner_text('tr[data-step="mail"]')
     assert "ops@example.com" in row
     assert "needs approval" in row
-    assert "to: user" in row  # written in the plan
-    assert "text: tool output of count" in row
+    assert "to: written in the plan" in row
+    assert "text: output of tool quick (untrusted)" in row  # the CLI's approval screen, as data
+    assert "untrusted-derived" in row
     screenshot(page, "approval")
     page.click("#approve")
     page.wait_for_url("**/runs/approve-1")

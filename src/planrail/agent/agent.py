@@ -26,7 +26,9 @@ from planrail.llm.base import LLM
 from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable
 from planrail.llm.errors import BudgetExceededError, LLMError
 from planrail.plan.model import Plan
+from planrail.plan.secrets import Redactor
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
+from planrail.planner.finished import ReplanView, shape
 from planrail.planner.planner import Planner, PlanningError
 from planrail.planner.retry import LLMRetry
 from planrail.policies.limits import RunPolicy
@@ -58,6 +60,8 @@ class RunContext:
     """The store's run id of the first plan; replan N runs as ``RUN_ID-rN``."""
     calls: CallGuard | None = None
     """The repeated-call guard, shared by the plan and its replans."""
+    redactor: Redactor | None = None
+    """The last execution's redactor (the replan prompt never carries a secret)."""
 
 
 class Agent:
@@ -92,6 +96,7 @@ class Agent:
         failure_mode: FailureMode = "continue",
         models: Callable[[str], LLM] | None = None,
         summary_chars: int = 4000,
+        replan_view: ReplanView | None = None,
         store: Store | None = None,
         security: SecurityPolicy | None = None,
         policy: RunPolicy | None = None,
@@ -117,6 +122,8 @@ class Agent:
         self.failure_mode: FailureMode = failure_mode
         self.models = models
         self.summary_chars = summary_chars
+        self.replan_view = replan_view or ReplanView(max_chars=summary_chars)
+        """How much of the finished outputs a replan prompt carries (by shape, bounded)."""
         self.store = store
         self.security = security
         self.policy = policy or RunPolicy()
@@ -242,8 +249,10 @@ class Agent:
         reason: str = "plan",
         open_plan: bool = False,
         reuse: Mapping[str, StepResult] | None = None,
+        previous: Plan | None = None,
     ) -> Execution:
-        """The execution of one plan version, built by the one run path."""
+        """The execution of one plan version, built by the one run path (``previous``: the
+        version before it, whose difference the approver is shown)."""
         version = len(ctx.result.runs)
         run_id = ctx.run_id if version == 0 else f"{ctx.run_id}-r{version}"
         common: dict[str, Any] = {
@@ -264,6 +273,7 @@ class Agent:
             "restored": reuse,
             "reason": reason,
             "call_guard": ctx.calls,
+            "previous": previous,
         }
         if open_plan:  # streamed: validated step by step, checkpointed once sealed
             execution = Execution(
@@ -294,9 +304,10 @@ class Agent:
         reuse: Mapping[str, StepResult] | None = None,
         *,
         reason: str = "plan",
+        previous: Plan | None = None,
     ) -> RunResult:
         """Run ``plan``; steps in ``reuse`` are not executed again: their outputs are reused."""
-        execution = self.execution(ctx, plan, reason=reason, reuse=reuse)
+        execution = self.execution(ctx, plan, reason=reason, reuse=reuse, previous=previous)
         ctx.trace.note("run_built", run_id=execution.run_id, reason=reason)
         return await self.drive(ctx, execution)
 
@@ -318,6 +329,7 @@ class Agent:
         else:
             ctx.result.status = result.status
         ctx.args = dict(execution.args)
+        ctx.redactor = execution.redactor
         return result
 
     # ------------------------------------------------------------------ replanning
@@ -337,15 +349,16 @@ class Agent:
             ctx.goal,
             plan,
             {sid: run.steps[sid].output for sid in finished},
-            _failure_text(plan, run, failed, ctx.args) + stage_failure_text(plan, run, finished),
-            summary_chars=self.summary_chars,
+            _failure_text(plan, run, failed, ctx.args, self.replan_view, ctx.redactor)
+            + stage_failure_text(plan, run, finished),
+            view=self.replan_view,
         )
         res.attempts.extend(planning.attempts)
         res.plan = planning.plan
         reuse = {sid: run.steps[sid] for sid in finished}
         if ctx.calls is not None:
             ctx.calls.new_plan(kept_calls(plan, finished, ctx.args))
-        await self.execute(ctx, planning.plan, reuse, reason=f"replan {res.replans}")
+        await self.execute(ctx, planning.plan, reuse, reason=f"replan {res.replans}", previous=plan)
         return res.status != "refused"
 
 
@@ -362,15 +375,32 @@ def _reusable(plan: Plan, run: RunResult) -> list[str]:
     return [s.id for s in plan.steps if s.id in ok]
 
 
-def _failure_text(plan: Plan, run: RunResult, failed: list[str], args: Mapping[str, Any]) -> str:
+def _failure_text(
+    plan: Plan,
+    run: RunResult,
+    failed: list[str],
+    args: Mapping[str, Any],
+    view: ReplanView,
+    redactor: Redactor | None,
+) -> str:
+    """The failed steps for the replan prompt: arguments by shape (strings cut, secrets
+    redacted), errors cut to ``view.value_chars * 4``."""
     import json
 
+    if redactor is not None:  # learn the run's secret values (the store may not have)
+        for sid, r in run.steps.items():
+            if sid in plan.by_id:
+                redactor.output(sid, r.output)
     lines = []
     for sid in failed:
         step, r = plan.step(sid), run.steps[sid]
         calls = f"tool {step.tool}" if step.action == "tool_call" else step.action
-        error = (r.error or {}).get("message") or r.reason or "failed"
-        shown = json.dumps(args.get(sid, step.args), ensure_ascii=False, default=str)[:1000]
+        error = str((r.error or {}).get("message") or r.reason or "failed")
+        used = args.get(sid, step.args)
+        if redactor is not None:
+            used, error = redactor.args(sid, used), redactor.text(error)
+        shown = json.dumps(shape(used, view), ensure_ascii=False, default=str)[:1000]
+        error = error[: view.value_chars * 4]
         lines.append(f"- step {sid} ({calls}) with arguments {shown} failed: {error}")
     skipped = [sid for sid, r in run.steps.items() if r.status == StepStatus.SKIPPED]
     if skipped:

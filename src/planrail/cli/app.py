@@ -18,7 +18,16 @@ from planrail.errors import PlanrailError
 
 __all__ = ["ExitCode", "app", "main"]
 
-_COMMANDS = ("run_cmd", "plan_cmd", "runs_cmd", "ops_cmd", "inspect_cmd", "mcp_cmd", "ui_cmd")
+_COMMANDS = (
+    "run_cmd",
+    "plan_cmd",
+    "approval_screen",
+    "runs_cmd",
+    "ops_cmd",
+    "inspect_cmd",
+    "mcp_cmd",
+    "ui_cmd",
+)
 """The modules whose import registers the commands (in the order ``--help`` lists them)."""
 for _name in _COMMANDS:
     importlib.import_module(f"planrail.cli.{_name}")
@@ -26,6 +35,9 @@ for _name in _COMMANDS:
 
 def main(argv: list[str] | None = None) -> Any:
     """Entry point of the ``planrail`` script."""
+    from planrail.cli.interrupts import exit_on_interrupt
+
+    exit_on_interrupt()
     try:
         return app(args=argv, prog_name="planrail")
     except PlanrailError as exc:  # anything not handled by a command: one line, never a traceback

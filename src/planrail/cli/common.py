@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,16 +15,15 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.tree import Tree
 
-from planrail.cli.render import print_issues, print_plan, print_result
+from planrail.cli.jsonout import json_text
+from planrail.cli.render import print_issues, print_result
 from planrail.engine.approval import ApprovalRequest, Approver
 from planrail.engine.executor import Execution
 from planrail.engine.result import RunResult
 from planrail.errors import PlanrailError, ToolLoadError
 from planrail.plan.catalog import load_catalog, load_tools
-from planrail.plan.graph import topological_order
-from planrail.plan.model import Plan
+from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry, ToolRunner
 from planrail.plan.validate import ValidationReport
 from planrail.policies.security import CallApprovalRequest, SecurityPolicy
@@ -118,7 +116,11 @@ def check_plan_path(path: Path, console: Console) -> None:
 
 PolicyOpt = Annotated[
     Path | None,
-    typer.Option("--policy", help="Security policy file (JSON/YAML); see docs/security.md."),
+    typer.Option(
+        "--policy",
+        help="Security policy file (JSON/YAML), or 'default' for the shipped default policy;"
+        " see docs/security.md.",
+    ),
 ]
 StrictOpt = Annotated[
     bool,
@@ -184,7 +186,10 @@ def security_policy(path: Path | None, strict: bool, console: Console) -> Securi
     if path is None and not strict:
         return None
     try:
-        found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
+        if path is not None and str(path) == "default" and not path.exists():
+            found = SecurityPolicy.default()
+        else:
+            found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
     except PlanrailError as exc:
         raise fail(console, f"{path}: {exc.message}", ExitCode.USAGE) from None
     return dataclasses.replace(found, strict=True) if strict else found
@@ -201,7 +206,7 @@ def ask_call(console: Console) -> Any:
             f"step [bold]{request.step_id}[/] calls [bold]{request.tool}[/]:"
             f" {request.decision.reason}"
         )
-        console.print_json(json.dumps(request.args, ensure_ascii=False, default=str))
+        console.print_json(json_text(request.args))
         return typer.confirm(
             f"Allow this call ({request.args_hash[:19]}…)?", default=False, err=True
         )
@@ -231,7 +236,7 @@ def open_store_or_exit(url: str | None, console: Console) -> Store:
 
 def report_invalid(console: Console, report: ValidationReport, source: str, json_out: bool) -> None:
     if json_out:
-        print(json.dumps(report.to_dict(), ensure_ascii=False))
+        print(json_text(report.to_dict()))
     else:
         print_issues(console, report, source)
 
@@ -239,71 +244,58 @@ def report_invalid(console: Console, report: ValidationReport, source: str, json
 # ---------------------------------------------------------------- the approval screen
 
 
-def print_graph(console: Console, plan: Plan) -> None:
-    """The plan as a dependency tree: each step under the steps it waits for."""
-    order = topological_order({s.id: list(s.depends_on) for s in plan.steps})
-    tree = Tree("[bold]graph[/] (a step runs after the steps it is listed under)")
-    nodes: dict[str, Tree] = {}
-    for sid in order:
-        step = plan.step(sid)
-        label = f"{sid} [dim]({step.tool or step.action})[/]"
-        if step.depends_on:
-            parent = nodes.get(step.depends_on[0], tree)
-            others = list(step.depends_on[1:])
-            label += f" [dim]also after {', '.join(others)}[/]" if others else ""
-        else:
-            parent = tree
-        nodes[sid] = parent.add(label)
-    console.print(tree)
+def terminal_approver(
+    console: Console, *, yes: bool, author: str = "plan", json_out: bool = False
+) -> Approver:
+    """The CLI's approver: ``--yes`` approves; otherwise the approval screen
+    (:mod:`planrail.engine.approval_view`: every value, where it comes from, the plan hash,
+    the replan diff) is shown and a person is asked; without a terminal, no. ``author`` says
+    who wrote the plan's literals (``planner`` for ``planrail plan``). The screens shown are
+    kept as ``approver.views``; ``planrail review --json`` prints the same data."""
+    from planrail.cli.approval_screen import print_view
+    from planrail.engine.approval_view import build_view
 
-
-def print_sources(console: Console, request: ApprovalRequest) -> None:
-    """For each step to approve: where each argument value comes from."""
-    for sid in request.steps:
-        console.print(f"[bold]{sid}[/] ({request.side_effects.get(sid, '?')}):")
-        for name, sources in request.sources(sid).items():
-            style = "green" if sources == ["user"] else "cyan"
-            shown = (
-                "from the user (written in the plan)" if sources == ["user"] else ", ".join(sources)
-            )
-            console.print(f"  {name}: [{style}]{shown}[/]")
-
-
-def terminal_approver(console: Console, *, yes: bool) -> Approver:
-    """The CLI's approver: ``--yes`` approves; otherwise the plan, its graph and where every
-    argument comes from are shown and a person is asked; without a terminal, no."""
+    views: list[Any] = []
 
     async def approver(request: ApprovalRequest) -> bool:
+        view = build_view(request, author="planner" if author == "planner" else "plan")
+        views.append(view)
         if yes:
             return True
-        print_plan(console, request.plan, request.side_effects)
-        print_graph(console, request.plan)
-        print_sources(console, request)
-        if request.reused:
-            console.print(f"reused (not run again): {', '.join(request.reused)}")
-        console.print(
-            f"{len(request.steps)} step(s) change the world: {', '.join(request.steps)}"
-            f" [dim](plan {request.plan_hash[:19]}…)[/]"
-        )
+        print_view(console, view)
         if not sys.stdin.isatty():
             console.print("[red]approval needed[/]: no terminal to ask on; pass --yes to approve")
             return False
         return await asyncio.to_thread(typer.confirm, "Run this plan?", default=False, err=True)
 
     approver.label = "--yes" if yes else "operator (terminal)"  # type: ignore[attr-defined]
+    approver.views = views  # type: ignore[attr-defined]
     return approver
 
 
 # ---------------------------------------------------------------- running
 
 
-def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult:
-    """Run with live progress; Ctrl-C cancels the run cleanly and exits 130. A tool runner the
-    command made for the run (``--backend``) is closed after it (an execution closes only its
-    own)."""
+INTERRUPT_GRACE = 5.0
+"""Seconds a cancelled run may take to record itself after the first Ctrl-C (or SIGTERM is not
+handled: only SIGINT); a second Ctrl-C within them, or their end, exits 130 at once."""
+
+
+def execute(
+    execution: Execution, console: Console, *, quiet: bool, redactor: Redactor | None = None
+) -> RunResult:
+    """Run with live progress. The first Ctrl-C cancels the run, which records what it leaves
+    behind (a call under way is in doubt, or runs again with its key) and exits 130; a second
+    one, or a cancelled run still busy after ``INTERRUPT_GRACE`` seconds, exits 130 at once,
+    without a traceback. A tool runner the command made for the run (``--backend``) is closed
+    after it (an execution closes only its own)."""
+    from planrail.cli.interrupts import Interrupts
     from planrail.cli.progress import make_progress
 
+    interrupts = Interrupts(console, INTERRUPT_GRACE)
+
     async def run_then_close() -> RunResult:
+        interrupts.attach(asyncio.current_task())
         try:
             return await execution.run()
         finally:
@@ -312,25 +304,94 @@ def execute(execution: Execution, console: Console, *, quiet: bool) -> RunResult
 
     progress = make_progress(console, [s.id for s in execution.plan.steps], quiet=quiet)
     execution.observers.append(progress)
-    with progress:
+    with progress, interrupts:
         try:
-            return asyncio.run(run_then_close())
-        except KeyboardInterrupt:
-            pass
+            result = asyncio.run(run_then_close())
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            result = None
         except PlanrailError as exc:  # the run could not start: busy, another plan, a policy
-            raise fail(console, exc.message, ExitCode.USAGE) from None
-    result = execution.result()
+            message = exc.message if redactor is None else redactor.text(exc.message)
+            raise fail(console, message, ExitCode.USAGE) from None
+    report_abandoned(execution, console)
+    if result is not None:
+        return result
     console.print("[magenta]interrupted[/]: running steps were cancelled; the run is cancelled")
-    return result
+    return execution.result()
 
 
-def emit_result(result: RunResult, console: Console, *, json_out: bool) -> None:
+def report_abandoned(execution: Execution, console: Console) -> None:
+    """Say how many sync calls were given up on while still running (timed out or cancelled):
+    the process exits without waiting for them."""
+    count = getattr(execution.tool_runner, "abandoned", 0)
+    if isinstance(count, int) and count:
+        console.print(
+            f"[yellow]note[/]: {count} sync tool call(s) timed out or were cancelled and still"
+            " run in their thread; planrail does not wait for them"
+        )
+
+
+ShowSecretsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--show-secrets",
+        help="Print secret values in clear (local debugging only; never in CI logs)."
+        " By default every output redacts them as the store does.",
+    ),
+]
+
+
+def emit_result(
+    result: RunResult,
+    console: Console,
+    *,
+    json_out: bool,
+    redactor: Redactor | None = None,
+) -> None:
+    """Print the run's summary (or its JSON), secrets redacted by ``redactor`` exactly as the
+    store redacts them (``None``: nothing to redact, or ``--show-secrets``)."""
+    if redactor is not None:
+        result = redacted_result(result, redactor)
     if json_out:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        print(json_text(result.to_dict()))
     else:
         print_result(console, result)
         if result.output is not None:
-            console.print_json(json.dumps(result.output, ensure_ascii=False, default=str))
+            console.print_json(json_text(result.output))
+
+
+def redacted_result(result: RunResult, redactor: Redactor) -> RunResult:
+    """A copy of ``result`` as the store records it: each step's output through the redactor
+    (secret parts replaced by ``***``), every known secret value scrubbed from the rest."""
+    steps = {
+        sid: dataclasses.replace(
+            r,
+            output=redactor.output(sid, r.output),
+            error=redactor.scrub(r.error),
+            reason=None if r.reason is None else redactor.text(r.reason),
+        )
+        for sid, r in result.steps.items()
+    }
+    return dataclasses.replace(
+        result,
+        steps=steps,
+        output=redactor.scrub(result.output),
+        error=None if result.error is None else redactor.text(result.error),
+    )
+
+
+def redactor_for(plan: Any, registry: ToolRegistry, runs: list[RunResult]) -> Redactor | None:
+    """A redactor that knows the secrets of finished runs of ``plan`` (for output printed
+    after an agent ran several executions): it learns them from the runs' outputs."""
+    if plan is None:
+        return None
+    redactor = Redactor.for_plan(plan, registry)
+    if redactor is None:
+        return None
+    for run in runs:
+        for sid, r in run.steps.items():
+            if sid in plan.by_id:
+                redactor.output(sid, r.output)
+    return redactor
 
 
 def exit_code(result: RunResult) -> ExitCode:

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
 from contextlib import closing
@@ -19,6 +18,7 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.table import Table
 
+from planrail.cli.jsonout import json_text
 from planrail.cli.render import print_issues, print_plan, print_result
 from planrail.engine.approval import approve_all
 from planrail.engine.result import StepResult
@@ -82,7 +82,7 @@ def run_demo(console: Console, *, fast: bool = False, crm: Path | None = None) -
 
     console.print(f"\n[bold]3. What is in the CRM now[/] ({crm})\n")
     _show_crm(console, crm)
-    console.print(f"\nrun output: {json.dumps(result.output)}")
+    console.print(f"\nrun output: {json_text(result.output)}")
     return 0 if result.succeeded else 1
 
 

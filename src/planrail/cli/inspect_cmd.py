@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +26,7 @@ from planrail.cli.common import (
     out,
     registry_from,
 )
+from planrail.cli.jsonout import json_text
 from planrail.cli.render import STATUS_STYLE, print_issues
 from planrail.engine.events import EventType
 from planrail.observe.graph import DepGraph, to_dot, to_mermaid
@@ -75,12 +75,12 @@ def show_cmd(
         if detail is None:
             raise fail(console, f"run {view.run_id} has no step '{step}'", ExitCode.USAGE)
         if json_out:
-            print(json.dumps(detail, ensure_ascii=False, default=str))
+            print(json_text(detail))
         else:
             render_step(console, view, step)
         return
     if json_out:
-        print(json.dumps(view.result.to_dict(), ensure_ascii=False, default=str))
+        print(json_text(view.result.to_dict()))
     else:
         render_show(console, view)
 
@@ -155,7 +155,7 @@ def render_show(console: Console, view: RunView) -> None:
     console.print(_timeline(view))
     if view.result.output is not None:
         console.print(Text("output", "bold"))
-        console.print_json(json.dumps(view.result.output, ensure_ascii=False, default=str))
+        console.print_json(json_text(view.result.output))
 
 
 def _stages(view: RunView) -> Table | None:
@@ -278,7 +278,7 @@ def render_step(console: Console, view: RunView, step_id: str) -> None:
         if value is None:
             console.print(Text("  —", "dim"))
         else:
-            console.print_json(json.dumps(value, ensure_ascii=False, default=str))
+            console.print_json(json_text(value))
     console.print(Text("attempts", "bold"))
     _history(console, d["attempt_history"], d["events"])
 

@@ -23,6 +23,7 @@ from planrail.cli.common import (
     JsonOpt,
     PolicyOpt,
     QuietOpt,
+    ShowSecretsOpt,
     StoreOpt,
     StrictOpt,
     ToolsOpt,
@@ -33,14 +34,18 @@ from planrail.cli.common import (
     fail,
     open_store_or_exit,
     out,
+    redacted_result,
+    redactor_for,
     registry_from,
     security_policy,
     terminal_approver,
 )
+from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_result
 from planrail.errors import PlanrailError
 from planrail.llm import Budget, PriceTable, open_llm
+from planrail.plan.secrets import Redactor
 
 __all__: list[str] = []
 
@@ -102,6 +107,7 @@ def plan_cmd(
         str | None, typer.Option("--run-id", help="Id of the first plan's run (replans: -rN).")
     ] = None,
     quiet: QuietOpt = False,
+    show_secrets: ShowSecretsOpt = False,
     json_out: JsonOpt = False,
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
@@ -128,7 +134,7 @@ def plan_cmd(
     agent = Agent(
         llm,
         registry,
-        approval=terminal_approver(console, yes=yes),
+        approval=terminal_approver(console, yes=yes, author="planner"),
         store=the_store,
         security=security,
         approve_call=ask_call(console) if security is not None else None,
@@ -148,10 +154,12 @@ def plan_cmd(
     except KeyboardInterrupt:
         console.print("[magenta]interrupted[/]")
         raise typer.Exit(ExitCode.INTERRUPTED) from None
+    redactor = None if show_secrets else redactor_for(result.plan, registry, result.runs)
     if json_out:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        data = result.to_dict()
+        print(json_text(data if redactor is None else redactor.scrub(data)))
     else:
-        _print(console, result)
+        _print(console, result, redactor)
     raise typer.Exit(_exit_code(result))
 
 
@@ -171,19 +179,24 @@ async def _run(agent: Agent, goal: str) -> AgentResult:
             await close()
 
 
-def _print(console: Console, result: AgentResult) -> None:
+def _print(console: Console, result: AgentResult, redactor: Redactor | None) -> None:
+    def clean(text: str) -> str:
+        return text if redactor is None else redactor.text(text)
+
     if result.status == "invalid" and result.attempts:
         console.print(f"[red]✗ no valid plan[/]: {len(result.attempts)} attempt(s)")
         for issue in result.attempts[-1].issues:
             console.print(f"  [red]{escape(str(issue))}[/]")
     if result.run is not None and result.status != "refused":
-        print_result(console, result.run)
-        if result.output is not None:
-            console.print_json(json.dumps(result.output, ensure_ascii=False, default=str))
+        run = result.run if redactor is None else redacted_result(result.run, redactor)
+        print_result(console, run)
+        output = result.output if redactor is None else redactor.scrub(result.output)
+        if output is not None:
+            console.print_json(json_text(output))
     if result.status == "refused":
-        console.print(f"[red]approval refused[/]: {escape(result.reason or '')}")
+        console.print(f"[red]approval refused[/]: {escape(clean(result.reason or ''))}")
     elif result.reason and result.status != "succeeded":
-        console.print(f"[red]{result.status}[/]: {escape(result.reason)}")
+        console.print(f"[red]{result.status}[/]: {escape(clean(result.reason))}")
     usage = result.usage
     console.print(
         f"[dim]LLM: {usage.get('calls', 0)} call(s), {usage.get('input_tokens', 0):,} in /"

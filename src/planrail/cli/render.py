@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from planrail.cli.jsonout import json_text
 from planrail.engine.result import RunResult
 from planrail.plan.model import Plan
 from planrail.plan.refs import parse_template
@@ -124,8 +125,7 @@ def print_result(console: Console, result: RunResult, order: Iterable[str] | Non
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    import json
 
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = value if isinstance(value, str) else json_text(value)
     text = text.replace("[", "\\[")
     return text if len(text) <= limit else text[: limit - 1] + "…"

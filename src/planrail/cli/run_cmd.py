@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +18,7 @@ from planrail.cli.common import (
     PolicyOpt,
     QuietOpt,
     RayAddressOpt,
+    ShowSecretsOpt,
     StoreOpt,
     StrictOpt,
     ToolsOpt,
@@ -39,6 +39,7 @@ from planrail.cli.common import (
     security_policy,
     tool_runner_for,
 )
+from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_issues
 from planrail.errors import PlanrailError
@@ -84,7 +85,7 @@ def validate_cmd(
     has_tools = bool(tools or catalog) or hub is not None
     report = check_plan(plan, registry if has_tools else None, options=options)
     if json_out:
-        print(json.dumps(report.to_dict(), ensure_ascii=False))
+        print(json_text(report.to_dict()))
     else:
         print_issues(console, report, str(plan))
         if not has_tools and report.valid:
@@ -131,6 +132,7 @@ def run_cmd(
     base_url: BaseUrlOpt = None,
     backend: BackendOpt = "local",
     ray_address: RayAddressOpt = None,
+    show_secrets: ShowSecretsOpt = False,
     json_out: JsonOpt = False,
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
@@ -167,6 +169,7 @@ def run_cmd(
         quiet=quiet,
         trace=trace,
         json_out=json_out,
+        show_secrets=show_secrets,
     )
 
 
@@ -179,6 +182,7 @@ def run(
     quiet: bool,
     trace: Path | None,
     json_out: bool,
+    show_secrets: bool = False,
     **options: object,
 ) -> None:
     """Build the run through the one run path, drive it on the terminal, print, exit."""
@@ -186,20 +190,22 @@ def run(
     from planrail.cli.progress import attach_observers
 
     try:
+        approver = terminal_approver(console, yes=yes, json_out=json_out)
         execution = prepare(
             plan,  # type: ignore[arg-type]
             registry,  # type: ignore[arg-type]
-            approver=terminal_approver(console, yes=yes),
+            approver=approver,
             approve_call=ask_call(console) if options.get("security") is not None else None,
             **options,  # type: ignore[arg-type]
         )
     except PlanrailError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
     attach_observers(execution, trace, console)
-    result = execute(execution, console, quiet=quiet or json_out)
+    redactor = None if show_secrets else execution.redactor
+    result = execute(execution, console, quiet=quiet or json_out, redactor=redactor)
     if result.status == "awaiting_approval":
         console.print(f"[red]approval refused[/]: nothing was executed ({result.error})")
-    emit_result(result, console, json_out=json_out)
+    emit_result(result, console, json_out=json_out, redactor=redactor)
     raise typer.Exit(exit_code(result))
 
 

@@ -34,6 +34,7 @@ from planrail.cli.common import (
     security_policy,
     tool_runner_for,
 )
+from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_issues
 from planrail.cli.run_cmd import run as run_on_terminal
@@ -98,7 +99,7 @@ def resume_cmd(
     report = validate(run.plan, registry)
     if report.plan is None:
         if json_out:
-            print(json.dumps(report.to_dict(), ensure_ascii=False))
+            print(json_text(report.to_dict()))
         else:
             print_issues(console, report, f"the plan of run {run_id}")
         raise typer.Exit(ExitCode.INVALID_PLAN)
@@ -150,7 +151,7 @@ def runs_cmd(
         for r in runs
     ]
     if json_out:
-        print(json.dumps(rows, ensure_ascii=False))
+        print(json_text(rows))
         return
     table = Table(title=f"{len(rows)} run(s)")
     for col in ("run_id", "status", "created", "steps", "goal"):

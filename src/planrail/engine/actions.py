@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from planrail.errors import ArgumentError, OutputError
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
+from planrail.plan.strict_json import odd_value
 from planrail.plan.tools import StepContext, Tool, ToolProtocol, ToolRegistry, ToolRunner
 
 __all__ = [
@@ -82,7 +83,11 @@ class ToolAction:
         """Validate ``args``, call ``tool``, return its output as plain JSON data."""
         if isinstance(tool, Tool):
             return tool.output(await self.start(tool, args, ctx))
-        return await tool.invoke(args, ctx)
+        output = await tool.invoke(args, ctx)
+        odd = odd_value(output)
+        if odd is not None:
+            raise OutputError(f"tool '{tool.name}' returned a value that is not strict JSON: {odd}")
+        return output
 
     def start(self, tool: Tool, args: Any, ctx: StepContext | None) -> Awaitable[Any]:
         """Validate ``args`` (:class:`ArgumentError`) and start the call: its awaitable."""

@@ -19,13 +19,18 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrail.errors import ApprovalRefusedError
 from planrail.plan.effects import Effect
 from planrail.plan.model import Plan, Step
+from planrail.plan.provenance import Provenance
 from planrail.plan.refs import iter_references
+from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from planrail.engine.approval_view import ApprovalView
 
 __all__ = [
     "ApprovalRequest",
@@ -64,10 +69,25 @@ class ApprovalRequest:
     plan_hash: str = ""
     """The hash the approval will be bound to."""
     run_id: str | None = None
+    provenance: Provenance | None = None
+    """The run's provenance (trusted sources, the goal, literals copied from what the plan's
+    author saw); ``None``: computed from the plan alone."""
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+    """The outputs of the reused steps (references into them have known values)."""
+    previous: Plan | None = None
+    """The plan version approved before this one (a replan's), for the difference."""
+    redactor: Redactor | None = None
+    """The run's redactor: secret values are masked on every approval screen."""
 
     def sources(self, step_id: str) -> dict[str, list[str]]:
         """Where each argument of ``step_id`` comes from (see :func:`value_sources`)."""
         return value_sources(self.plan, self.plan.step(step_id), self.reused)
+
+    def view(self) -> ApprovalView:
+        """The approval screen as data (:mod:`planrail.engine.approval_view`)."""
+        from planrail.engine.approval_view import build_view
+
+        return build_view(self)
 
     @classmethod
     def build(
@@ -81,6 +101,10 @@ class ApprovalRequest:
         reused: Iterable[str] = (),
         plan_hash: str | None = None,
         run_id: str | None = None,
+        provenance: Provenance | None = None,
+        outputs: Mapping[str, Any] | None = None,
+        previous: Plan | None = None,
+        redactor: Redactor | None = None,
     ) -> ApprovalRequest:
         return cls(
             plan,
@@ -91,6 +115,10 @@ class ApprovalRequest:
             {sid: e.side_effects for sid, e in effects.items()},
             plan.hash if plan_hash is None else plan_hash,
             run_id,
+            provenance,
+            dict(outputs or {}),
+            previous,
+            redactor,
         )
 
 

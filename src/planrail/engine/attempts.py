@@ -10,12 +10,14 @@ Cancellation is never caught here: it always propagates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from planrail.engine.resources import ResourceGate
+from planrail.engine.runners import Leftovers, stop_watching, watch_leftovers
 from planrail.errors import CallCrashedError, error_dict
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy, retry_after_of
@@ -117,6 +119,8 @@ class Attempt:
     item: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Added to every attempt record (``iteration``, ``fallback``)."""
+    keyed: bool = False
+    """The tool honours idempotency keys (:attr:`planrail.plan.effects.Effect.may_rerun`)."""
 
 
 class AttemptLoop:
@@ -165,6 +169,7 @@ class AttemptLoop:
         if refused is not None:
             return refused
         for k in range(1, a.policy.max_attempts + 1):
+            running: Leftovers = []
             now = clock.monotonic()
             if stop_at is not None and now >= stop_at:
                 return self._out_of_time(sid, total_at, a.total_timeout)
@@ -187,6 +192,7 @@ class AttemptLoop:
                 cut = a.timeout
                 if stop_at is not None and (cut is None or stop_at - began < cut):
                     cut = stop_at - began
+                found, token = watch_leftovers()
                 try:
                     output = await race(clock, a.perform(n), cut)
                 except TimedOut:
@@ -213,12 +219,27 @@ class AttemptLoop:
                     record = self._record(tally, n, began, None, False, a.item, a.extra)
                     self._notify(a.step, record)
                     return Result(True, output, args=a.args)
+                finally:
+                    stop_watching(token)
+                running = [f for f in found if not f.done()]
+                if running and not a.keyed:  # an unsafe call that could not be stopped runs on
+                    exc = self._abandoned(a, n, exc)
             finally:
                 if limited:
                     assert a.resource is not None
-                    self.gate.release(a.resource)
+                    if running:  # it keeps its resource until its thread returns
+                        self._release_after(running, a.resource)
+                    else:
+                        self.gate.release(a.resource)
             fatal, retryable = self._classify(exc, a.policy)
+            if running and retryable:  # a retry would overlap the call still running
+                retryable = False
+                note = "not retried: its call could not be stopped and still runs"
+            else:
+                note = None
             record = self._record(tally, n, began, exc, retryable, a.item, a.extra)
+            if note is not None:
+                record["retry"] = note
             if not retryable or k == a.policy.max_attempts:
                 self._notify(a.step, record)
                 return Result(False, exc=exc, retryable=retryable, fatal=fatal, args=a.args)
@@ -231,6 +252,33 @@ class AttemptLoop:
             self._notify(a.step, record)
             await clock.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _abandoned(a: Attempt, n: int, exc: Exception) -> Exception:
+        """The error of an attempt of an unsafe tool that timed out while its sync call ran on:
+        in doubt (never retried: a retry would overlap it, and it may yet take effect)."""
+        why = message_of(exc)
+        return CallCrashedError(
+            f"{why}; its call could not be stopped and still runs: it may or may not take"
+            " effect; decide with `planrail resolve`",
+            in_doubt=True,
+            step_id=a.step.id,
+            attempt=n,
+        )
+
+    def _release_after(self, running: Leftovers, resource: str) -> None:
+        """Release ``resource`` once every call in ``running`` has returned (from its thread)."""
+        loop = asyncio.get_running_loop()
+        left = [len(running)]
+
+        def done(_: Any) -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                with contextlib.suppress(RuntimeError):  # a closed loop: the run is over
+                    loop.call_soon_threadsafe(self.gate.release, resource)
+
+        for future in running:
+            future.add_done_callback(done)
 
     def _out_of_time(self, sid: str, total_at: float | None, total: float | None) -> Result:
         if total_at is not None and (self.deadline is None or total_at <= self.deadline):
@@ -299,6 +347,10 @@ class AttemptLoop:
     def _notify(self, step: Any, record: dict[str, Any]) -> None:
         if self.on_attempt is not None:
             self.on_attempt(step, record)
+
+
+def message_of(exc: BaseException) -> str:
+    return str(getattr(exc, "message", None) or exc)
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:

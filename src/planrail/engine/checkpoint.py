@@ -18,13 +18,11 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import os
-import socket
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from planrail.engine.events import Event
+from planrail.engine.owners import Owner, owner_gone, this_owner
 from planrail.engine.result import StepResult
 from planrail.errors import ExecutionError, error_dict
 from planrail.plan.effects import Effect, effects_of, step_effect
@@ -78,7 +76,7 @@ def args_hash(args: Any) -> str:
 
 
 def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return this_owner()
 
 
 class Checkpointer:
@@ -129,6 +127,13 @@ class Checkpointer:
         self._lease_until = float("-inf")
         """When our lease expires unless renewed, by our clock."""
         self.resumed = False
+        self._items: dict[str, dict[str, Any]] = {}
+        """Per fan-out step: the items that succeeded, by index (``{"item", "output"}``)."""
+        self.items_done: dict[str, dict[int, tuple[Any, Any]]] = {}
+        """What a resume found of fan-outs that did not finish: per step, per item index that
+        succeeded, its item and its output (those items are not run again)."""
+        self.took_over: str | None = None
+        """The owner of a dead runner on this host whose lease this one took over at once."""
 
     # ------------------------------------------------------------------ opening
 
@@ -177,9 +182,14 @@ class Checkpointer:
                 continue
             if rec.status == S.SUCCEEDED:
                 restored[sid] = _result(rec)
-            elif rec.status in (S.RUNNING, S.IN_DOUBT) and not self._may_rerun(
-                self.plan.by_id[sid]
-            ):
+                continue
+            kept = rec.metadata.get("items")
+            if isinstance(kept, dict) and kept:
+                self._items[sid] = dict(kept)
+                self.items_done[sid] = {
+                    int(i): (v.get("item"), v.get("output")) for i, v in kept.items()
+                }
+            if rec.status in (S.RUNNING, S.IN_DOUBT) and not self._may_rerun(self.plan.by_id[sid]):
                 reason = (
                     "started but its outcome was not recorded, and its tool does not honour "
                     "idempotency keys: decide with `planrail resolve`"
@@ -197,12 +207,26 @@ class Checkpointer:
         now = self.clock.now()
         if not self.store.acquire_lease(self.run_id, self.owner, self.lease_ttl, now):
             lease = self.store.get_lease(self.run_id)
+            if lease is not None and owner_gone(lease.owner):
+                # Its runner died on this host: take over now, not when the lease expires.
+                # Fenced as ever: the release only removes that owner's row, and the acquire
+                # succeeds for one runner only.
+                self.store.release_lease(self.run_id, lease.owner)
+                if self.store.acquire_lease(self.run_id, self.owner, self.lease_ttl, now):
+                    self.took_over = lease.owner
+                    self._holding = True
+                    self._lease_until = now + self.lease_ttl
+                    return
+                lease = self.store.get_lease(self.run_id)
             holder = (
-                f" by {lease.owner} until {lease.expires_at - now:.0f}s from now" if lease else ""
+                f" by {Owner.parse(lease.owner).describe()} ({lease.owner}), whose lease runs"
+                f" {lease.expires_at - now:.0f}s more unless renewed"
+                if lease
+                else ""
             )
             raise RunBusyError(
                 f"run '{self.run_id}' is being run{holder}; wait for it to finish (or for its"
-                " lease to expire if that runner died) and resume again",
+                " lease to expire if that runner died on another host) and resume again",
                 run_id=self.run_id,
             )
         self._holding = True
@@ -225,10 +249,10 @@ class Checkpointer:
             output=output,
             error=error,
             approval=self.approval,
-            metadata=self._metadata(),
+            metadata=self._run_metadata(),
         )
 
-    def _metadata(self) -> dict[str, Any]:
+    def _run_metadata(self) -> dict[str, Any]:
         found: dict[str, Any] = {}
         if self.policies is not None:
             found["policies"] = self.policies
@@ -322,6 +346,7 @@ class Checkpointer:
                 args=args,
                 args_hash=digest,
                 attempts=attempt,
+                items=self._items.get(step.id),
             )
         )
         loop = asyncio.get_running_loop()
@@ -380,6 +405,25 @@ class Checkpointer:
         queued, self._queued = self._queued, []
         return [q for q in queued if not q.future.done()]
 
+    def item_done(self, result: StepResult, index: int, item: Any, output: Any) -> None:
+        """Commit that item ``index`` of a fan-out succeeded with ``output`` (before the step
+        ends), so that a resume runs only the items that did not."""
+        self._check_lease()
+        kept = self._items.setdefault(result.id, {})
+        if self.redactor is not None:
+            output = self.redactor.output(result.id, output)
+        kept[str(index)] = {"item": item, "output": output}
+        record = self._clean(
+            _record(
+                self.run_id,
+                result,
+                f"{self.run_id}:{result.id}",
+                status=S.RUNNING,
+                items=kept,
+            )
+        )
+        self._commit(steps=[record], events=self._take_events())
+
     def record(self, results: Iterable[StepResult], args: dict[str, Any]) -> None:
         """Commit step outcomes (and queued events and intents) in one transaction."""
         queued = self._take_queued()
@@ -423,6 +467,7 @@ class Checkpointer:
                     f"{self.run_id}:{r.id}",
                     args=args.get(r.id),
                     args_hash=self._digest(r.id, args[r.id]) if r.id in args else None,
+                    items=self._items.get(r.id),
                 )
             )
             for r in results
@@ -488,6 +533,7 @@ def _record(
     args: Any = None,
     args_hash: str | None = None,
     attempts: int | None = None,
+    items: dict[str, Any] | None = None,
 ) -> StepRecord:
     return StepRecord(
         run_id=run_id,
@@ -504,8 +550,15 @@ def _record(
         finished_at=r.finished_at,
         degraded=r.degraded,
         attempt_history=r.attempt_history,
-        metadata={"usage": r.usage} if r.usage else {},
+        metadata=_metadata(r, items),
     )
+
+
+def _metadata(r: StepResult, items: dict[str, Any] | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"usage": r.usage} if r.usage else {}
+    if items and r.status != S.SUCCEEDED:  # a whole output replaces the items' outputs
+        meta["items"] = items
+    return meta
 
 
 def _result(rec: StepRecord) -> StepResult:

@@ -22,9 +22,9 @@ from typing import Any, Literal
 from planrail._memory import long_lived
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine import gate
-from planrail.engine.approval import ApprovalRequiredError, Approver
+from planrail.engine.approval import ApprovalRequest, ApprovalRequiredError, Approver
 from planrail.engine.call_guard import CallGuard
-from planrail.engine.checkpoint import Checkpointer, RunBusyError
+from planrail.engine.checkpoint import Checkpointer, LeaseLostError, RunBusyError
 from planrail.engine.events import Event, EventType
 from planrail.engine.guard import SecurityGuard
 from planrail.engine.result import RunResult, StepResult
@@ -37,7 +37,8 @@ from planrail.engine.step_runner import (
     StepRunner,
     ToolAction,
 )
-from planrail.errors import PlanrailError, ReferenceResolutionError, error_dict
+from planrail.errors import PlanrailError, ReferenceResolutionError, StoreError, error_dict
+from planrail.plan.copied import provenance_for
 from planrail.plan.effects import effects_of, step_effect
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
@@ -105,6 +106,7 @@ class Execution:
         reason: str = "plan",
         approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
         call_guard: CallGuard | None = None,
+        previous: Plan | None = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -141,10 +143,17 @@ class Execution:
         self._extra_handlers = dict(handlers or {})
         self._restored: dict[str, StepResult] = dict(restored or {})
         """Steps that already succeeded (a replan or a repaired stream): reused, not run."""
+        self._seen: list[str] = list(self._restored)
+        """The steps whose outputs the plan's author saw (a replan's reused steps): literals
+        copied from them are not the user's (:mod:`planrail.plan.copied`)."""
+        self.previous = previous
+        """The plan version approved before this one (a replan's): the approver sees the
+        difference."""
         self._in_doubt: dict[str, StepResult] = {}
         self._ckpt: Checkpointer | None = None
         self._dirty: set[str] = set()
         """Steps whose record changed since the last commit."""
+        self._last_dirty: set[str] = set()
         self._pending_outcomes: dict[str, Outcome] = {}
         """Outcomes waiting for their commit before the scheduler hears of them."""
         self._flush_pending = False
@@ -333,6 +342,8 @@ class Execution:
             on_attempt=self._on_attempt,
             guard=None if self.calls is None else self.calls.check,
             stage_goals=self._stage_goals,
+            items_done=self._ckpt.items_done if self._ckpt is not None else None,
+            on_item=self._item_done if self._ckpt is not None else None,
         )
         self.status = "running"
         if self._ckpt is not None:
@@ -377,16 +388,48 @@ class Execution:
         while self._events:
             yield self._events.popleft()
 
+    def approval_request(
+        self, needed: list[str] | None = None, plan_hash: str | None = None
+    ) -> ApprovalRequest:
+        """What the approver is shown for this plan (``needed``: the steps that need approval,
+        default those the gate would ask about); ``request.view()`` is the approval screen."""
+        return ApprovalRequest.build(
+            self.plan,
+            self.registry,
+            self.effects,
+            gate.needed_for(self, self.plan, self.effects) if needed is None else needed,
+            reason=self.reason,
+            reused=self._restored,
+            plan_hash=self.plan.fresh_hash() if plan_hash is None else plan_hash,
+            run_id=self.run_id,
+            provenance=self.provenance(),
+            outputs={sid: r.output for sid, r in self._restored.items()},
+            previous=self.previous,
+            redactor=self.redactor,
+        )
+
     def _build_guard(self) -> None:
         if self.security is None:
             return
         self._guard = SecurityGuard(
             self.security,
-            Provenance(self._steps, self.registry),
+            self.provenance(),
             run_id=self.run_id,
             approve_call=self._approve_call,
             on_decision=self._decided,
             redactor=self.redactor,
+        )
+
+    def provenance(self) -> Provenance:
+        """Where this run's values come from: the security policy's trusted sources, the goal,
+        and the outputs the plan's author saw (:func:`planrail.plan.copied.provenance_for`)."""
+        seen = {s: self._restored[s].output for s in self._seen if s in self._restored}
+        return provenance_for(
+            self._steps,
+            self.registry,
+            goal=self.plan.goal,
+            trusted=self.security.trusted if self.security is not None else (),
+            seen=seen,
         )
 
     async def _open_checkpoint(self) -> None:
@@ -561,6 +604,12 @@ class Execution:
                 reason=f"{self._abort_reason} while its call was under way: it may or may not"
                 " have happened; decide with `planrail resolve`",
             )
+        if sid in self._calling:
+            return Outcome(
+                S.CANCELLED,
+                reason=f"{self._abort_reason} while its call was under way; its tool honours"
+                " idempotency keys: a resume calls it again with the same key",
+            )
         return Outcome(S.CANCELLED, reason=self._abort_reason)
 
     def _context(self, step: Step) -> Callable[[int], StepContext]:
@@ -592,6 +641,15 @@ class Execution:
         await self._guard.admit(step, item, attempt, args, self.outputs)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
             await self._ckpt.intent(self.results[step.id], step, item, attempt, args)
+
+    def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
+        """An item of a fan-out succeeded: commit it now (a resume will not run it again)."""
+        if self._ckpt is None or self._aborted:
+            return
+        try:
+            self._ckpt.item_done(self.results[step.id], index, item, output)
+        except Exception:  # the step's own record will say what happened; the item just reruns
+            log.exception("could not record item %d of step %s", index, step.id)
 
     def _decided(self, step_id: str, attempt: int, data: dict[str, Any]) -> None:
         self._emit(E.POLICY_DECISION, step_id, attempt, data)
@@ -672,6 +730,10 @@ class Execution:
         try:
             self._save_dirty()
         except Exception as exc:
+            if self._save_singly(outcomes, exc):
+                for sid, outcome in outcomes.items():
+                    self._apply(sid, outcome)
+                return
             log.exception("could not record step outcomes; stopping the run")
             self.error = f"the store failed: {exc}"
             self._aborted = True  # start nothing more: its outcome could not be recorded either
@@ -682,9 +744,43 @@ class Execution:
         for sid, outcome in outcomes.items():
             self._apply(sid, outcome)
 
+    def _save_singly(self, outcomes: dict[str, Outcome], exc: Exception) -> bool:
+        """One commit of several outcomes failed: record them one by one, so that one step the
+        store refuses never loses the others. A step whose own record fails is recorded as
+        failed (in doubt if its tool may not run again: its effect did happen) and ``outcomes``
+        is updated. False when even that fails (the store is down): the run must stop."""
+        assert self._ckpt is not None
+        left = [sid for sid in self._last_dirty if sid in self.results]
+        if isinstance(exc, LeaseLostError):
+            return False
+        for sid in left:
+            try:
+                self._ckpt.record([self.results[sid]], self.args)
+            except LeaseLostError:
+                return False
+            except Exception as one:
+                res = self.results[sid]
+                why = f"its outcome could not be recorded: {one}"
+                if self.error is None:
+                    self.error = f"the store failed for step '{sid}': {one}"
+                status = S.FAILED if self.effects[sid].may_rerun else S.IN_DOUBT
+                res.status, res.output, res.reason = status, None, why
+                res.error = error_dict(StoreError(why, step_id=sid))
+                self.args.pop(sid, None)
+                if sid in outcomes:
+                    outcomes[sid] = Outcome(
+                        status, error=res.error, reason=why, attempts=res.attempts
+                    )
+                try:
+                    self._ckpt.record([res], self.args)
+                except Exception:
+                    return False
+        return True
+
     def _save_dirty(self) -> None:
         if self._ckpt is not None and self._dirty:
             dirty, self._dirty = self._dirty, set()
+            self._last_dirty = dirty
             self._ckpt.record([self.results[s] for s in dirty], self.args)
 
     def _apply(self, sid: str, outcome: Outcome) -> None:
@@ -699,6 +795,8 @@ class Execution:
         try:
             if outcome.status == S.SUCCEEDED:
                 self.outputs[sid] = outcome.output
+                if sid in self._seen and self._guard is not None:  # a seen step ran again
+                    self._guard.provenance.saw(sid, outcome.output)
                 kind = E.STEP_DEGRADED if outcome.degraded else E.STEP_SUCCEEDED
                 if outcome.degraded and outcome.reason:
                     data["reason"] = outcome.reason

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from planrail.engine.approval import (
-    ApprovalRequest,
     ApprovalRequiredError,
     approval_record,
     ask,
@@ -23,7 +22,7 @@ from planrail.engine.events import EventType
 from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
 from planrail.plan.model import Plan
 from planrail.policies.limits import RunPolicy
-from planrail.policies.security import SecurityPolicy
+from planrail.policies.security import SecurityPolicy, check_approval
 from planrail.store.base import RunRecord
 from planrail.types import StepStatus
 
@@ -91,6 +90,9 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
     saved = stored.metadata.get("policies")
     if not isinstance(saved, dict):
         return
+    seen = saved.get("seen")
+    if isinstance(seen, list) and not ex._seen:
+        ex._seen = [s for s in seen if isinstance(s, str)]
     kept_security = saved.get("security")
     given = None if ex._security_given is None else ex._security_given.to_dict()
     if ex._security_given is None:
@@ -119,10 +121,13 @@ def override(ex: Execution, which: str, stored: Any, given: Any) -> None:
 
 def policies(ex: Execution) -> dict[str, Any]:
     """The policies this run runs under, as stored with it (and re-applied by resume)."""
-    return {
+    kept: dict[str, Any] = {
         "security": None if ex.security is None else ex.security.to_dict(),
         "run": ex.policy.to_dict(),
     }
+    if ex._seen:  # the outputs the plan's author saw: copied literals stay tainted on resume
+        kept["seen"] = list(ex._seen)
+    return kept
 
 
 def approval_needed(ex: Execution) -> list[str]:
@@ -148,6 +153,9 @@ async def gate(ex: Execution, needed: list[str]) -> bool:
         return True  # an open plan is approved when it is sealed; a held one was checked
     answer = await decide(ex, needed)
     if answer:
+        assert ex.approval is not None
+        # approved means frozen: a plan changed while it was being approved is refused
+        check_approval(ex.approval, ex.plan.fresh_hash())
         if ex._ckpt is not None:  # durable before the first step: a resume needs it
             assert ex.approval is not None
             ex._ckpt.record_approval(ex.approval)
@@ -178,16 +186,7 @@ async def decide(ex: Execution, needed: list[str]) -> bool | None:
     if ex.approve:
         ex.approval = approval_record(current, "approve=True", now, needed, **extra)
         return True
-    request = ApprovalRequest.build(
-        ex.plan,
-        ex.registry,
-        ex.effects,
-        needed,
-        reason=ex.reason,
-        reused=ex._restored,
-        plan_hash=current,
-        run_id=ex.run_id,
-    )
+    request = ex.approval_request(needed, current)
     ex._emit(E.APPROVAL_REQUESTED, data={"steps": needed, "plan_hash": current})
     answer = await ask(ex.approver, request)
     if answer:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import approval_record
 from planrail.engine.checkpoint import RunBusyError
+from planrail.engine.owners import owner_gone
 from planrail.errors import ExecutionError, error_dict
 from planrail.plan.model import Plan
 from planrail.plan.secrets import Redactor
@@ -105,7 +106,7 @@ def cancel(
         run_id=run_id, type="cancel_requested", at=now, data={"by": by, "reason": reason}
     )
     lease = store.get_lease(run_id)
-    if lease is not None and lease.expires_at > now:
+    if lease is not None and lease.expires_at > now and not owner_gone(lease.owner):
         store.commit(events=[request, _event(run_id, now, "cancel", by, reason=reason)])
         return "requested"
     error = error_dict("RunCancelled", f"cancelled by {by}: {reason}")
@@ -192,11 +193,12 @@ def _run(store: Store, run_id: str) -> RunRecord:
 
 
 def _idle_run(store: Store, run_id: str, clock: Clock) -> RunRecord:
-    """The run, if no live runner holds it (an action must not race the runner)."""
+    """The run, if no live runner holds it (an action must not race the runner); the lease of
+    a runner that died on this host holds nothing (:mod:`planrail.engine.owners`)."""
     run = _run(store, run_id)
     lease = store.get_lease(run_id)
     now = clock.now()
-    if lease is not None and lease.expires_at > now:
+    if lease is not None and lease.expires_at > now and not owner_gone(lease.owner):
         raise RunBusyError(
             f"run '{run_id}' is being run by {lease.owner} (lease for another"
             f" {lease.expires_at - now:.0f}s): cancel it first, or wait for it to stop",

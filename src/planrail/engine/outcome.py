@@ -47,6 +47,12 @@ def fan_in(results: list[Result | None], tallies: list[Tally]) -> Outcome:
         if error is not None:
             error["message"] = f"item {i}: {error['message']}"
         reason = f"item {i} failed" + (f": {res.reason}" if res.reason else "")
+        good = [str(k) for k, r in enumerate(results) if r is not None and r.ok]
+        if good:
+            reason += (
+                f"; item(s) {', '.join(good)} succeeded (recorded with a store: a resume runs"
+                " only the others)"
+            )
         return Outcome(
             S.IN_DOUBT if in_doubt(res) else S.FAILED,
             error=error,

@@ -1,50 +1,163 @@
 """Tool runners: where the function of a Python tool runs (the tool-runner seam).
 
-:class:`LocalRunner` is the default: async tools on the run's event loop, sync tools in a
-thread pool. Other runners implement :class:`planrail.plan.tools.ToolRunner` the same way
-(``planrail.backends.ray.RayRunner`` sends each call to a Ray cluster).
+:class:`LocalRunner` is the default: async tools on the run's event loop, sync tools in a pool
+of *daemon* threads. Other runners implement :class:`planrail.plan.tools.ToolRunner` the same
+way (``planrail.backends.ray.RayRunner`` sends each call to a Ray cluster,
+:class:`planrail.engine.isolation.ProcessRunner` runs each call in a worker process it can kill).
+
+A sync call cannot be stopped from outside its thread. When one is cancelled (a timeout, a
+cancelled run) while its function runs, the call is *abandoned*: the runner stops waiting, and
+the attempt loop learns of it through :func:`leftovers` so that the call keeps holding its
+resource until its thread returns and no retry overlaps it. The threads are daemons: the process
+exits when the run is over even if an abandoned call never returns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import functools
-from collections.abc import Awaitable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+import queue
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from planrail.plan.tools import Tool
 
-__all__ = ["LocalRunner"]
+if TYPE_CHECKING:
+    from planrail.engine.isolation import ProcessWorkers
+
+__all__ = ["Leftovers", "LocalRunner", "leftovers", "stop_watching", "watch_leftovers"]
+
+Leftovers = list["concurrent.futures.Future[Any]"]
+"""Calls of one attempt that were abandoned while they still ran (their futures)."""
+
+_LEFTOVERS: contextvars.ContextVar[Leftovers | None] = contextvars.ContextVar(
+    "planrail_leftovers", default=None
+)
+
+
+def watch_leftovers() -> tuple[Leftovers, contextvars.Token[Leftovers | None]]:
+    """Collect the calls abandoned from here on in this context (reset with the token)."""
+    found: Leftovers = []
+    return found, _LEFTOVERS.set(found)
+
+
+def stop_watching(token: contextvars.Token[Leftovers | None]) -> None:
+    """End what :func:`watch_leftovers` started."""
+    _LEFTOVERS.reset(token)
+
+
+def leftovers() -> Leftovers | None:
+    """The list the current attempt collects abandoned calls in (None: nobody watches)."""
+    return _LEFTOVERS.get()
+
+
+class _DaemonPool:
+    """Up to ``max_workers`` daemon threads running submitted functions."""
+
+    def __init__(self, max_workers: int) -> None:
+        self.max_workers = max_workers
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._queue.put((future, fn))
+        with self._lock:
+            if self._idle == 0 and len(self._threads) < self.max_workers:
+                thread = threading.Thread(
+                    target=self._work, name=f"planrail-tool-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+            else:
+                self._idle -= 1
+        return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # the caller sees it, as with any pool
+                    future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self) -> None:
+        """Idle threads end; busy ones end when their function returns (nobody waits)."""
+        for _ in self._threads:
+            self._queue.put(None)
 
 
 class LocalRunner:
-    """Async tools on the event loop, sync tools in a pool of ``max_workers`` threads.
+    """Async tools on the event loop, sync tools in up to ``max_workers`` daemon threads.
 
-    A sync call that is cancelled (a timeout, a cancelled run) cannot be stopped: its thread
-    runs on until the function returns, and the runner no longer waits for it.
+    A sync call that is cancelled while it runs is abandoned (see the module docstring);
+    :attr:`abandoned` counts those whose thread has not returned yet.
     """
 
     def __init__(self, max_workers: int = 64) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
         self.max_workers = max_workers
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: _DaemonPool | None = None
+        self._abandoned: set[concurrent.futures.Future[Any]] = set()
+        self._processes: ProcessWorkers | None = None
+        """The worker processes of ``isolation="process"`` tools, made at their first call."""
+
+    @property
+    def abandoned(self) -> int:
+        """Sync calls given up on (timed out or cancelled) whose thread still runs."""
+        return sum(1 for f in list(self._abandoned) if not f.done())
 
     async def prepare(self, tools: Sequence[Tool]) -> None:
-        """Nothing to check: every Python function can run in this process."""
+        """Every Python function can run here; the worker processes of ``isolation="process"``
+        tools are started (and import their tool) now, not inside a call's timeout."""
+        isolated = [t for t in tools if t.isolation == "process" and not t.is_async]
+        if isolated:
+            await self._workers().warm(isolated)
+
+    def _workers(self) -> ProcessWorkers:
+        if self._processes is None:
+            from planrail.engine.isolation import ProcessWorkers
+
+            self._processes = ProcessWorkers(min(self.max_workers, 8))
+        return self._processes
 
     def call(self, tool: Tool, kwargs: dict[str, Any]) -> Awaitable[Any]:
         if tool.is_async:
             return cast(Awaitable[Any], tool.fn(**kwargs))
+        if tool.isolation == "process":
+            return self._workers().call(tool, kwargs)
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(
-                max_workers=self.max_workers, thread_name_prefix="planrail-tool"
-            )
-        loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._pool, functools.partial(tool.fn, **kwargs))
+            self._pool = _DaemonPool(self.max_workers)
+        return self._await(self._pool.submit(functools.partial(tool.fn, **kwargs)))
+
+    async def _await(self, future: concurrent.futures.Future[Any]) -> Any:
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if not future.cancel():  # already running: abandoned, not stopped
+                self._abandoned.add(future)
+                future.add_done_callback(self._abandoned.discard)
+                found = leftovers()
+                if found is not None:
+                    found.append(future)
+            raise
 
     async def aclose(self) -> None:
+        processes, self._processes = self._processes, None
+        if processes is not None:
+            processes.close()
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown()

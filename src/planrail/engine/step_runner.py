@@ -46,6 +46,7 @@ from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, 
 from planrail.engine.resources import ResourceGate
 from planrail.errors import PlanrailError, ReferenceResolutionError, RepeatedCallError, error_dict
 from planrail.plan.compiled import Filler
+from planrail.plan.effects import step_effect
 from planrail.plan.first import compile_args, fill_first
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
@@ -126,6 +127,8 @@ class StepRunner:
         on_attempt: OnAttempt | None = None,
         guard: CallCheck | None = None,
         stage_goals: Mapping[str, str] | None = None,
+        items_done: Mapping[str, Mapping[int, tuple[Any, Any]]] | None = None,
+        on_item: Callable[[Step, int, Any, Any], None] | None = None,
     ) -> None:
         self.handlers = dict(handlers)
         self.handlers.setdefault("condition_check", ConditionAction())
@@ -156,6 +159,11 @@ class StepRunner:
         self._filled_once: set[tuple[str, str]] = set()
         self._predicates: dict[tuple[str, str], Predicate] = {}
         self._fallback_steps: dict[str, Step] = {}
+        self._keyed_steps: dict[tuple[str, str], bool] = {}
+        self.items_done: Mapping[str, Mapping[int, tuple[Any, Any]]] = items_done or {}
+        """Per fan-out step, the items a resume found succeeded: (item, output) by index."""
+        self.on_item = on_item
+        """Called with (step, index, item, output) as each item of a fan-out succeeds."""
         self._plain_tools: dict[str, Tool | None] = {}
         """By tool name: the tool, if its calls need no policy machinery (see _plain_tool)."""
 
@@ -346,7 +354,17 @@ class StepRunner:
             priority=job.priority,
             item=index,
             extra=extra,
+            keyed=self._keyed(step),
         )
+
+    def _keyed(self, step: Step) -> bool:
+        """Whether the step's tool may be called again (:mod:`planrail.plan.effects`)."""
+        key = (step.id, step.tool or "")
+        known = self._keyed_steps.get(key)
+        if known is None:
+            known = self.tools is not None and step_effect(step, self.tools).may_rerun
+            self._keyed_steps[key] = known
+        return known
 
     def _retry(self, step: Step, spec: ToolSpec | None) -> RetryPolicy:
         if step.retry is not None:
@@ -510,15 +528,23 @@ class StepRunner:
             return failed(bad, bad.message)
         results: list[Result | None] = [None] * len(items)
         tallies = [Tally() for _ in items]
-        order = iter(range(len(items)))
+        kept = self.items_done.get(step.id, {})
+        for i, (item, output) in kept.items():  # a resume: items that succeeded already
+            if i < len(items) and item == items[i]:
+                results[i] = Result(True, output)
+        todo = [i for i, r in enumerate(results) if r is None]
+        order = iter(todo)
+        on_item = self.on_item
 
         async def worker() -> None:
             for i in order:
                 res = results[i] = await self._unit(job, (i, items[i]), tallies[i])
                 if not res.ok:
                     raise _ItemFailed
+                if on_item is not None:
+                    on_item(step, i, items[i], res.output)
 
-        width = min(step.max_parallel or self.policy.default_max_parallel, len(items))
+        width = min(step.max_parallel or self.policy.default_max_parallel, max(len(todo), 1))
         try:
             async with asyncio.TaskGroup() as group:
                 for _ in range(width):

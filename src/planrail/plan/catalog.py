@@ -65,6 +65,11 @@ def load_tools(target: str) -> list[Tool]:
         raise ToolLoadError(
             f"--tools {target}: importing it raised {type(exc).__name__}: {exc}"
         ) from exc
+    except (SystemExit, KeyboardInterrupt) as exc:  # a tools file may not end the process
+        what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else "KeyboardInterrupt"
+        raise ToolLoadError(
+            f"--tools {target}: importing it raised {what}; a tools file must not exit"
+        ) from None
     tools = [v for v in vars(module).values() if isinstance(v, Tool)]
     if not tools:
         raise ToolLoadError(f"--tools {target}: no @planrail.tool functions found")
@@ -163,6 +168,7 @@ def _entry(entry: Any, where: str) -> ToolSpec:
         requires_approval=_typed(extra, "requires_approval", bool, where),
         secret_params=frozenset(secrets),
         estimated_duration=_typed(extra, "estimated_duration", float, where, positive=True),
+        trusted=bool(_typed(extra, "trusted", bool, where)),
     )
 
 

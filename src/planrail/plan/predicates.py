@@ -9,7 +9,9 @@ predicate is one of::
     {"lt": [a, b]}   {"le": ...}  {"gt": ...}  {"ge": ...}
                                           ordering: two numbers or two strings
     {"in": [x, c]}                        x is an element of list c, a substring of string c,
-                                          or a key of object c  ({"contains": [c, x]} likewise)
+                                          or a key of object c  ({"contains": [c, x]} likewise);
+                                          a list x: every element is in c; a number x in a
+                                          string c: written there as a number
     {"exists": "${step.path}"}            the reference resolves: its step succeeded and the
                                           path exists in its output
     {"all": [p, ...]}  {"any": [p, ...]}  conjunction / disjunction, left to right, short-circuit
@@ -28,6 +30,7 @@ a non-boolean ``"${ref}"``) raises :class:`PredicateError`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -339,14 +342,30 @@ def _apply(op: str, a: Any, b: Any) -> bool:
 
 
 def _member(x: Any, container: Any) -> bool:
+    """``x`` in ``container``. A list ``x`` is in it when every element is (a list of
+    recipients all in the allowed list, or all in the goal's text); a number is in a string
+    when it is written there as a number (``42``, ``42.5``, ``42.50``)."""
     kind = type(container)
     if kind is list:
-        return any(json_equal(x, e) for e in container)
+        if any(json_equal(x, e) for e in container):
+            return True
+        return type(x) is list and bool(x) and all(_member(e, container) for e in x)
     if kind is str or kind is dict:
+        if type(x) is list and x:
+            return all(_member(e, container) for e in x)
+        if kind is str and _is_number(x):
+            return _number_in_text(x, container)
         if type(x) is not str:
             raise PredicateError(f"'in' looks for a string in {_kind(container)}, not {_kind(x)}")
         return x in container
     raise PredicateError(f"'in' needs a list, a string or an object, not {_kind(container)}")
+
+
+def _number_in_text(n: float, text: str) -> bool:
+    forms = {repr(n), f"{n:.2f}"}
+    if float(n).is_integer():
+        forms.add(str(int(n)))
+    return any(re.search(rf"(?<![\d.]){re.escape(f)}(?!\d)", text) for f in forms)
 
 
 def _is_number(v: Any) -> bool:

@@ -14,6 +14,12 @@ A tool's output likewise carries the sources of its arguments besides its own ``
 sources of its condition. ``${item}`` carries the sources of the ``for_each`` list; ``$first``
 carries every candidate statically and only the chosen one at run time (pass ``available``).
 
+Trust is per field: a reference into the output of a tool declared trusted (``@tool(trusted=
+True)``, a policy's ``trusted`` patterns, ``x-planrail-trusted`` in its output schema) carries a
+*trusted* source for that field. A literal of a plan whose author had seen tool outputs (``seen``,
+see :mod:`planrail.plan.copied`) that occurs in one of them carries that output's sources,
+marked *copied*, instead of ``user``.
+
 What is *not* tracked: control flow. A step guarded by ``when`` on a tool's output, or a
 branch chosen by a ``condition_check``, does not make its arguments derive from that output.
 
@@ -26,14 +32,15 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from planrail.errors import ReferenceSyntaxError
 from planrail.plan.first import FIRST
-from planrail.plan.refs import parse_template
+from planrail.plan.refs import Reference, parse_template
 
 if TYPE_CHECKING:
+    from planrail.plan.copied import Seen
     from planrail.plan.model import Plan, Step
     from planrail.plan.tools import ToolRegistry, ToolSpec
 
@@ -47,6 +54,7 @@ __all__ = [
     "analyze",
     "check_pattern",
     "labels",
+    "schema_trusted",
 ]
 
 SourceKind = Literal["user", "tool", "llm"]
@@ -61,6 +69,13 @@ class Source:
     """The tool's name (``tool``), the step's id (``llm``), empty for ``user``."""
     sensitivity: str = "public"
     """The producing tool's ``sensitivity`` (``public``, ``private`` or ``secret``)."""
+    trusted: bool = False
+    """Declared trustworthy: the tool, or the field of its output the value is read from, is
+    named in the policy's ``trusted`` list or marked ``x-planrail-trusted`` in its output
+    schema (the user's own contacts, the clock, the account's own IBAN)."""
+    copied: bool = False
+    """A literal of a model-written plan that occurs in this source's output (the model copied
+    it, see :mod:`planrail.plan.copied`)."""
 
     @property
     def label(self) -> str:
@@ -76,6 +91,10 @@ class Source:
             return True
         if pattern == "external":
             return self.kind != "user"
+        if pattern == "untrusted":
+            return self.kind != "user" and not self.trusted
+        if pattern == "trusted":
+            return self.kind != "user" and self.trusted
         if pattern in ("private", "secret"):
             return self.sensitivity == pattern or (
                 pattern == "private" and self.sensitivity == "secret"
@@ -98,6 +117,8 @@ PATTERN_WORDS: dict[str, str] = {
     "llm": "the answer of any llm_call step",
     "llm:GLOB": "the answer of llm_call steps whose id matches GLOB",
     "external": "anything but user: any tool or LLM output",
+    "untrusted": "any tool or LLM output not declared trusted",
+    "trusted": "the output (or the field of it) of a tool declared trusted",
     "private": "the output of tools declared sensitivity='private' (or 'secret')",
     "secret": "the output of tools declared sensitivity='secret'",
 }
@@ -108,7 +129,17 @@ def check_pattern(pattern: str) -> str | None:
     """What is wrong with a source pattern, or ``None`` if it is well-formed."""
     if not isinstance(pattern, str) or not pattern:
         return "a source pattern is a non-empty string"
-    if pattern in ("*", "user", "tool", "llm", "external", "private", "secret"):
+    if pattern in (
+        "*",
+        "user",
+        "tool",
+        "llm",
+        "external",
+        "untrusted",
+        "trusted",
+        "private",
+        "secret",
+    ):
         return None
     kind, sep, glob = pattern.partition(":")
     if sep and kind in ("tool", "llm") and glob:
@@ -125,6 +156,8 @@ def labels(sources: Iterable[Source]) -> list[str]:
 class _Static:
     output: Sources
     inputs: Sources
+    own: Sources = frozenset()
+    """The step's own ``tool:`` source(s) (its tool and fallback tool)."""
 
 
 class Provenance:
@@ -134,9 +167,24 @@ class Provenance:
     first time it is asked about.
     """
 
-    def __init__(self, steps: Mapping[str, Step], registry: ToolRegistry | None = None) -> None:
+    def __init__(
+        self,
+        steps: Mapping[str, Step],
+        registry: ToolRegistry | None = None,
+        *,
+        trusted: Iterable[str] = (),
+        seen: Seen | None = None,
+        goal: str = "",
+    ) -> None:
         self._steps = steps
         self.registry = registry
+        self.trusted = tuple(trusted)
+        """Patterns of trusted sources: ``tool:NAME`` (the whole output) or
+        ``tool:NAME.FIELD`` (a field; ``*`` for list indexes), fnmatch globs."""
+        self.seen = seen if seen else None
+        """What the plan's author saw (literals found in it are not the user's)."""
+        self.goal = goal
+        """What the user typed: a resolved value found in it counts as the user's."""
         self._done: dict[str, _Static] = {}
 
     # ------------------------------------------------------------------ queries
@@ -171,7 +219,7 @@ class Provenance:
             kind = type(v)
             if kind is str:
                 if "$" not in v:
-                    found.add(USER)
+                    found |= self._literal(v)
                     continue
                 try:
                     parts = parse_template(v).parts
@@ -181,9 +229,9 @@ class Provenance:
                 for part in parts:
                     if isinstance(part, str):
                         if part:
-                            found.add(USER)
+                            found |= self._literal(part)
                     else:
-                        found |= self._ref_sources(part.step, step, available)
+                        found |= self._ref_sources(part, step, available)
             elif kind is dict:
                 if FIRST in v and len(v) == 1 and type(v[FIRST]) is list and v[FIRST]:
                     stack.extend(self._candidates(v[FIRST], available))
@@ -196,8 +244,22 @@ class Provenance:
                     found.add(USER)
                 stack.extend(v)
             else:
-                found.add(USER)
+                found |= self._literal(v)
         return frozenset(found)
+
+    def saw(self, step_id: str, output: Any) -> None:
+        """The plan's author saw ``output`` of ``step_id`` (a step it reused that ran again on
+        a resume): literals found in it are not the user's from now on."""
+        from planrail.plan.copied import Seen
+
+        if self.seen is None:
+            self.seen = Seen(self.goal)
+        self.seen.add(output, self.output(step_id))
+
+    def _literal(self, value: Any) -> Sources:
+        if self.seen is None:
+            return _ONLY_USER
+        return self.seen.literal(value) or _ONLY_USER
 
     def args(self, step: Step, *, available: Container[str] | None = None) -> dict[str, Sources]:
         """The sources of each top-level argument of ``step``'s call.
@@ -221,15 +283,43 @@ class Provenance:
     # ------------------------------------------------------------------ analysis
 
     def _ref_sources(
-        self, name: str, step: Step | None, available: Container[str] | None
+        self, ref: Reference, step: Step | None, available: Container[str] | None
     ) -> Sources:
+        name = ref.step
         if name in self._steps:
             if available is not None and name not in available:
                 return _NONE  # not produced (yet): the resolver fails; nothing flows
-            return self.output(name)
+            done = self._static(name)
+            if not done.own or not self._is_trusted(self._steps[name], ref.path):
+                return done.output
+            kept = done.output - done.own
+            return kept | frozenset(replace(s, trusted=True) for s in done.own)
         if name == "item" and step is not None and step.for_each is not None:
             return self.sources(step.for_each, step, available=available)
         return _NONE  # ``self`` (the step's own output) or a name the validator rejected
+
+    def _is_trusted(self, producer: Step, path: tuple[Any, ...]) -> bool:
+        """Whether the field ``path`` of ``producer``'s output is declared trusted (the
+        policy's ``trusted`` patterns, or ``x-planrail-trusted`` in the output schema)."""
+        tool = producer.tool
+        if producer.action != "tool_call" or not tool or producer.fallback is not None:
+            return False
+        field_path = ".".join("*" if isinstance(seg, int) else str(seg) for seg in path)
+        subject = f"{tool}.{field_path}" if field_path else tool
+        for pattern in self.trusted:
+            kind, _, glob = pattern.partition(":")
+            if kind == "tool" and (
+                fnmatch.fnmatchcase(tool, glob) or fnmatch.fnmatchcase(subject, glob)
+            ):
+                return True
+        spec = self.spec(tool)
+        if spec is None:
+            return False
+        if spec.trusted:
+            if not path:  # the whole output: trusted only if no field of it is marked otherwise
+                return not _any_untrusted(spec.output_schema)
+            return not schema_untrusted(spec.output_schema, path)
+        return schema_trusted(spec.output_schema, path)
 
     def _candidates(self, cands: list[Any], available: Container[str] | None) -> list[Any]:
         if available is None:
@@ -280,14 +370,16 @@ class Provenance:
             elif step.tool:
                 produced.add(self._tool_source(step.tool))
         output = inputs | produced
+        own = {s for s in produced if s.kind == "tool"}
         fb = step.fallback
         if fb is not None:
             if fb.tool:
+                own.add(self._tool_source(fb.tool))
                 output |= {self._tool_source(fb.tool)}
                 output |= self.sources(fb.args, step) if fb.args else set()
             else:
                 output |= self.sources(fb.value, step)
-        return _Static(frozenset(output), frozenset(inputs))
+        return _Static(frozenset(output), frozenset(inputs), frozenset(own))
 
     def _tool_source(self, tool: str) -> Source:
         spec = self.spec(tool)
@@ -300,6 +392,52 @@ def analyze(plan: Plan, registry: ToolRegistry | None = None) -> Provenance:
     for step in plan.steps:
         prov.output(step.id)
     return prov
+
+
+def schema_trusted(schema: Any, path: tuple[Any, ...]) -> bool:
+    """Whether an output schema marks the field at ``path`` trusted: the deepest
+    ``x-planrail-trusted`` on the way down (the root included) decides; none means no."""
+    return _deepest_mark(schema, path) is True
+
+
+def _deepest_mark(schema: Any, path: tuple[Any, ...]) -> bool | None:
+    mark: bool | None = None
+    node = schema
+    for seg in (None, *path):
+        if not isinstance(node, dict):
+            break
+        if seg is not None:
+            if isinstance(seg, int):
+                node = node.get("items")
+            else:
+                props = node.get("properties")
+                node = props.get(seg) if isinstance(props, dict) else None
+            if not isinstance(node, dict):
+                break
+        flag = node.get("x-planrail-trusted")
+        if isinstance(flag, bool):
+            mark = flag
+    return mark
+
+
+def schema_untrusted(schema: Any, path: tuple[Any, ...]) -> bool:
+    """Whether the output schema of a trusted tool marks the field at ``path`` untrusted
+    (``x-planrail-trusted: false``, e.g. a contact's free-text note)."""
+    mark = _deepest_mark(schema, path)
+    return mark is False
+
+
+def _any_untrusted(schema: Any) -> bool:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("x-planrail-trusted") is False:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _read_steps(step: Step) -> set[str]:

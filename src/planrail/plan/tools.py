@@ -35,6 +35,7 @@ import typing_extensions
 
 from planrail.errors import ArgumentError, OutputError, ToolDefinitionError, UnknownToolError
 from planrail.plan.secrets import is_secret_type
+from planrail.plan.strict_json import odd_value
 
 __all__ = [
     "Sensitivity",
@@ -57,6 +58,9 @@ SideEffects = Literal["none", "idempotent", "keyed", "unsafe"]
 - ``keyed``: changes the world and honours the idempotency key it is given (``StepContext``).
 - ``unsafe``: changes the world and may do so twice (the conservative default).
 """
+
+Isolation = Literal["thread", "process"]
+"""Where the local runner runs a sync tool's calls (see :func:`tool`)."""
 
 Sensitivity = Literal["public", "private", "secret"]
 """How sensitive a tool's *output* is (see ``docs/security.md``).
@@ -109,6 +113,11 @@ class ToolSpec:
     """Typical seconds per call, used to put the longest remaining path first."""
     sensitivity: Sensitivity = "public"
     """How sensitive the tool's output is, for security policies and redaction."""
+    trusted: bool = False
+    """The tool's output is trustworthy (the user's own contacts, the clock, the account's own
+    IBAN): security policies treat values read from it like the user's (declared once, here or
+    as ``x-planrail.trusted`` in a catalog; one field: ``x-planrail-trusted`` in the output
+    schema)."""
     compute: Mapping[str, float] | None = None
     """What one call needs where it runs (``num_cpus``, ``num_gpus``, ``memory`` in bytes), for
     runners that place calls on a cluster (Ray); a step's ``compute`` overrides it."""
@@ -123,6 +132,8 @@ class ToolSpec:
         if self.output_schema is not None:
             entry["outputSchema"] = self.output_schema
         entry["x-planrail"] = {"side_effects": self.side_effects}
+        if self.trusted:
+            entry["x-planrail"]["trusted"] = True
         return entry
 
 
@@ -191,6 +202,9 @@ class Tool:
         """A return type whose values are already plain JSON: no conversion needed."""
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        self.isolation: Isolation = "thread"
+        """Where a sync call runs on the local runner: a thread, or a worker process it kills
+        on timeout or cancel (``@tool(isolation="process")``)."""
         self.remote_output = False
         """Set on a step's copy (:meth:`placed`): the runner keeps the output, returns a handle."""
 
@@ -246,7 +260,11 @@ class Tool:
         return kwargs
 
     def output(self, value: Any) -> Any:
-        """The return value as plain JSON data; :class:`OutputError` if it does not fit."""
+        """The return value as plain JSON data; :class:`OutputError` if it does not fit, or if
+        it holds what strict JSON cannot (NaN, bytes, a cycle, ...: :mod:`.strict_json`)."""
+        odd = odd_value(value)
+        if odd is not None:
+            raise OutputError(f"tool '{self.name}' returned a value that is not strict JSON: {odd}")
         try:
             return self.dump_output(value)
         except (pydantic.ValidationError, pydantic_core.PydanticSerializationError) as exc:
@@ -286,6 +304,8 @@ def tool(
     estimated_duration: float | None = None,
     sensitivity: Sensitivity = "public",
     compute: Mapping[str, float] | None = None,
+    trusted: bool = False,
+    isolation: Isolation = "thread",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -304,14 +324,28 @@ def tool(
     estimated_duration: float | None = None,
     sensitivity: Sensitivity = "public",
     compute: Mapping[str, float] | None = None,
+    trusted: bool = False,
+    isolation: Isolation = "thread",
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a sync or async function a planrail tool.
 
     Use it bare (``@tool``) or with options (``@tool(side_effects="none")``).
+    ``isolation="process"`` runs each call of a sync tool in a worker process that the local
+    runner kills on timeout or cancellation (``docs/execution.md``); the function must be
+    importable at module level (or defined in a ``--tools`` file).
     """
+    if isolation not in typing.get_args(Isolation):
+        raise ToolDefinitionError(
+            f"isolation must be one of {typing.get_args(Isolation)}, got {isolation!r}"
+        )
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return _build_tool(
+        if isolation == "process" and inspect.iscoroutinefunction(f):
+            raise ToolDefinitionError(
+                f"isolation='process' is for sync functions; {f.__name__} is async (cancelling"
+                " an async tool already stops it)"
+            )
+        built = _build_tool(
             f,
             name=name,
             description=description,
@@ -324,7 +358,10 @@ def tool(
             estimated_duration=estimated_duration,
             sensitivity=sensitivity,
             compute=compute,
+            trusted=trusted,
         )
+        built.isolation = isolation
+        return built
 
     return wrap(fn) if fn is not None else wrap
 
@@ -343,6 +380,7 @@ def _build_tool(
     estimated_duration: float | None,
     sensitivity: Sensitivity = "public",
     compute: Mapping[str, float] | None = None,
+    trusted: bool = False,
 ) -> Tool:
     if not callable(f):
         raise ToolDefinitionError(f"@tool needs a function, got {f!r}")
@@ -431,6 +469,7 @@ def _build_tool(
         estimated_duration=estimated_duration,
         sensitivity=sensitivity,
         compute=compute,
+        trusted=bool(trusted),
     )
     ret = hints.get("return")
     scalar = ret if ret in (str, int, bool) else None

@@ -25,6 +25,7 @@ from planrail.plan.repair import repair
 from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
 from planrail.plan.validate import Issue, ValidationReport
 from planrail.planner import prompt as prompts
+from planrail.planner.finished import DATA_NOTE, ReplanView, shown_outputs
 from planrail.planner.retry import LLMRetry, call_with_retry
 from planrail.planner.stages import kept_stages, merge_stages
 from planrail.planner.stream import StepStream
@@ -152,23 +153,29 @@ class Planner:
         failure: str,
         *,
         summary_chars: int = 4000,
+        view: ReplanView | None = None,
     ) -> PlanningResult:
         """A plan for the remaining work after a failure.
 
         ``finished`` maps the ids of succeeded steps of ``plan`` to their outputs. The result
         is the *combined* plan: those steps, unchanged, followed by the new ones (which may
-        reference them); it is validated as a whole.
+        reference them); it is validated as a whole. The prompt shows the finished outputs by
+        reference and shape only, secrets never, within ``view`` (default: ``summary_chars``
+        characters, strings cut to 80; :mod:`planrail.planner.finished`).
         """
         kept = tuple(plan.step(sid) for sid in finished)
+        view = view or ReplanView(max_chars=summary_chars)
         messages = prompts.replan_messages(
             goal,
             self.registry,
-            finished=prompts.summarize_outputs(
-                finished, plan, self.registry, max_chars=summary_chars
-            ),
-            failure=failure,
+            finished=shown_outputs(finished, plan, self.registry, view),
+            failure=f"<data>{failure[: view.max_chars]}</data>",
             taken_ids=plan.by_id,
             instructions=self.instructions,
+        )
+        last = messages[-1]  # the goal restated after the data it must not be steered by
+        messages[-1] = Message(
+            last.role, f"{last.content}\n\n{DATA_NOTE}\nThe goal is still: {goal}"
         )
         prefix = tuple(s.model_dump(mode="json", exclude_defaults=True) for s in kept)
         stages = kept_stages(plan, finished)

@@ -40,11 +40,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from planrail.errors import ApprovalRefusedError, ExecutionError, PlanError, PlanrailError
+from planrail.plan.copied import in_goal
 from planrail.plan.effects import tool_effect
 from planrail.plan.loader import PlanLimits, load_document, read_plan_file
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, check_predicate, compile_predicate
-from planrail.plan.provenance import Provenance, Source, Sources, check_pattern, labels
+from planrail.plan.provenance import USER, Provenance, Source, Sources, check_pattern, labels
 from planrail.plan.tools import ToolSpec
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
 PolicyAction = Literal["allow", "approve", "deny"]
 ACTIONS: tuple[str, ...] = ("allow", "approve", "deny")
 _SEVERITY = {"allow": 0, "approve": 1, "deny": 2}
+_USER_ONLY: Sources = frozenset({USER})
 
 
 # ---------------------------------------------------------------- errors
@@ -263,6 +265,11 @@ class SecurityPolicy:
     max_tool_calls: int | None = None
     """Most tool calls (attempts, fallbacks and fan-out items included) one run may make;
     the call that would exceed it stops the run with :class:`ToolCallLimitError`."""
+    trusted: tuple[str, ...] = ()
+    """Sources declared trustworthy once: ``tool:NAME`` (the whole output of that tool, e.g.
+    the user's own contacts or the clock) or ``tool:NAME.FIELD`` (one field; ``*`` for list
+    indexes, fnmatch globs), e.g. ``tool:get_account.iban``. Values read from them count as
+    trusted: strict mode does not hold them back, ``from: [untrusted]`` does not match them."""
 
     def __post_init__(self) -> None:
         if self.max_tool_calls is not None and (
@@ -270,6 +277,11 @@ class SecurityPolicy:
         ):
             raise SecurityPolicyError(
                 [f"max_tool_calls must be an integer >= 0, got {self.max_tool_calls!r}"]
+            )
+        bad = [p for p in self.trusted if not _trusted_pattern(p)]
+        if bad:
+            raise SecurityPolicyError(
+                [f"trusted: {p!r} is not tool:NAME or tool:NAME.FIELD" for p in bad]
             )
 
     # ------------------------------------------------------------------ loading
@@ -281,7 +293,7 @@ class SecurityPolicy:
         if not isinstance(data, Mapping):
             raise SecurityPolicyError(["a security policy is an object with 'rules'"])
         problems: list[str] = []
-        unknown = set(data) - {"strict", "rules", "max_tool_calls"}
+        unknown = set(data) - {"strict", "rules", "max_tool_calls", "trusted", "description"}
         if unknown:
             problems.append(f"unknown fields: {', '.join(sorted(unknown))}")
         strict = data.get("strict", False)
@@ -303,9 +315,22 @@ class SecurityPolicy:
         limit = data.get("max_tool_calls")
         if limit is not None and (type(limit) is not int or limit < 0):
             problems.append(f"max_tool_calls must be an integer >= 0, got {limit!r}")
+        trusted = data.get("trusted", [])
+        if isinstance(trusted, str):
+            trusted = [trusted]
+        if not isinstance(trusted, list):
+            problems.append("trusted must be a list of tool:NAME[.FIELD] patterns")
+            trusted = []
+        problems.extend(
+            f"trusted: {p!r} is not tool:NAME or tool:NAME.FIELD"
+            for p in trusted
+            if not _trusted_pattern(p)
+        )
         if problems:
             raise SecurityPolicyError(problems)
-        return cls(strict=bool(strict), rules=tuple(rules), max_tool_calls=limit)
+        return cls(
+            strict=bool(strict), rules=tuple(rules), max_tool_calls=limit, trusted=tuple(trusted)
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> SecurityPolicy:
@@ -315,10 +340,21 @@ class SecurityPolicy:
         fmt = "yaml" if str(path).endswith((".yaml", ".yml")) else None
         return cls.from_mapping(load_document(text, limits, fmt=fmt))
 
+    @classmethod
+    def default(cls) -> SecurityPolicy:
+        """The documented default policy (``--policy default``; the file is
+        ``planrail/policies/default_policy.json``, see docs/security.md)."""
+        from importlib.resources import files
+
+        text = files("planrail.policies").joinpath("default_policy.json").read_text("utf-8")
+        return cls.from_mapping(json.loads(text))
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"strict": self.strict, "rules": [r.to_dict() for r in self.rules]}
         if self.max_tool_calls is not None:
             out["max_tool_calls"] = self.max_tool_calls
+        if self.trusted:
+            out["trusted"] = list(self.trusted)
         return out
 
     # ------------------------------------------------------------------ deciding
@@ -342,6 +378,11 @@ class SecurityPolicy:
         tool = step.tool
         spec = provenance.spec(tool)
         arg_sources = provenance.args(step, available=available)
+        if resolved_args is not None and provenance.goal:
+            # a value the user typed in the goal is the user's, whatever carried it here
+            for name in arg_sources:
+                if name in resolved_args and in_goal(resolved_args[name], provenance.goal):
+                    arg_sources[name] = _USER_ONLY
         shown = {k: tuple(labels(v)) for k, v in arg_sources.items()}
         final = True
         matched: list[tuple[int, Rule]] = []
@@ -352,7 +393,7 @@ class SecurityPolicy:
                 if resolved_args is None:
                     final = False
                     continue
-                if not _holds(rule, resolved_args):
+                if not _holds(rule, resolved_args, provenance.goal):
                     continue
             matched.append((i, rule))
 
@@ -451,12 +492,20 @@ def _sources_match(rule: Rule, arg_sources: Mapping[str, Sources]) -> bool:
     return any(src.matches(p) for s in named for src in s for p in rule.sources)
 
 
-def _holds(rule: Rule, args: Mapping[str, Any]) -> bool:
-    """Evaluate ``when``; an error counts as "holds" for deny/approve and "not" for allow, so a
-    malformed value never lowers the answer."""
+def _trusted_pattern(p: Any) -> bool:
+    if not isinstance(p, str):
+        return False
+    kind, sep, glob = p.partition(":")
+    return kind == "tool" and bool(sep) and bool(glob)
+
+
+def _holds(rule: Rule, args: Mapping[str, Any], goal: str = "") -> bool:
+    """Evaluate ``when`` (``${args.NAME}``, and ``${goal}``: what the user typed); an error
+    counts as "holds" for deny/approve and "not" for allow, so a malformed value never lowers
+    the answer."""
     pred: Predicate = _compiled(rule)
     try:
-        return pred.evaluate({"args": dict(args)})
+        return pred.evaluate({"args": dict(args), "goal": goal})
     except (PlanrailError, ValueError, TypeError):
         return rule.action != "allow"
 
@@ -477,7 +526,9 @@ def _tainted(arg_sources: Mapping[str, Sources], allows: list[Rule]) -> dict[str
     for arg, sources in arg_sources.items():
         accepting = [r for r in allows if r.names_arg(arg) or (r.arg is None and r.sources)]
         left = frozenset(
-            s for s in sources if s.kind != "user" and not any(r.accepts(s) for r in accepting)
+            s
+            for s in sources
+            if s.kind != "user" and not s.trusted and not any(r.accepts(s) for r in accepting)
         )
         if left:
             out[arg] = left

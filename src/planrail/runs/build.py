@@ -60,6 +60,7 @@ def prepare(
     reason: str = "plan",
     approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
     call_guard: CallGuard | None = None,
+    previous: Plan | None = None,
 ) -> Execution:
     """Validate ``plan`` against ``tools`` and return the :class:`~planrail.Execution` of one run.
 
@@ -72,6 +73,8 @@ def prepare(
       caller itself with ``approve=True``. Without either such a plan does not start
       (:class:`~planrail.engine.approval.ApprovalRequiredError`).
     - ``llm``: the client ``llm_call`` steps ask (``models`` maps a step's own model name).
+    - ``previous``: the plan version approved before this one (a replan's): the approval
+      screen shows what changed.
     - ``observers``: progress displays, traces, OpenTelemetry; ``tool_runner``: where Python
       tools run (default: the event loop and a thread pool).
 
@@ -110,6 +113,7 @@ def prepare(
             reason=reason,
             approval_policy=approval_policy,
             call_guard=call_guard,
+            previous=previous,
         )
 
 

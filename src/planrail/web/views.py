@@ -304,19 +304,33 @@ def approval_view(run: RunRecord, registry: ToolRegistry) -> dict[str, Any]:
         needing_approval(effects),
         plan_hash=run.plan_hash,
         run_id=run.run_id,
+        redactor=Redactor.for_plan(plan, registry),
     )
+    screen = {v.id: v for v in request.view().steps}  # the CLI's approval screen, as data
     masker = Masker(run, registry)
-    steps = [
-        ApprovalStep(
-            step=s.id,
-            calls=s.tool or s.action,
-            side_effects=request.side_effects.get(s.id, "none"),
-            needs_approval=s.id in request.steps,
-            args=masker.args(s.id, _plan_step(run, s.id).get("args", {})),
-            provenance=request.sources(s.id),
+    steps = []
+    for s in plan.steps:
+        shown = screen.get(s.id)
+        if shown is None:  # read-only: the screen collapses it; show its arguments anyway
+            args = masker.args(s.id, _plan_step(run, s.id).get("args", {}))
+            provenance = request.sources(s.id)
+        else:
+            args = {a.name: masker.value(a.value) for a in shown.args}
+            provenance = {
+                a.name: [src.text for src in a.sources]
+                + (["untrusted-derived: look hard at it"] if a.untrusted else [])
+                for a in shown.args
+            }
+        steps.append(
+            ApprovalStep(
+                step=s.id,
+                calls=s.tool or s.action,
+                side_effects=request.side_effects.get(s.id, "none"),
+                needs_approval=s.id in request.steps,
+                args=args,
+                provenance=provenance,
+            )
         )
-        for s in plan.steps
-    ]
     return {
         "run_id": run.run_id,
         "status": run.status,

@@ -1,0 +1,96 @@
+"""Strict JSON for tool outputs: what a step hands its dependents and the store must be JSON.
+
+A tool's return value is walked once before it is converted (:func:`odd_value`). What strict
+JSON cannot hold fails the step with an :class:`~planrail.errors.OutputError` naming the place
+(``$.score``, ``$.rows[3]``), so it never becomes ``null`` for a dependent and never reaches the
+store:
+
+- ``NaN``, ``Infinity`` and ``-Infinity`` (JSON has no such numbers);
+- ``bytes``, ``bytearray`` and ``memoryview`` (no encoding is implied);
+- ``set`` and ``frozenset`` (no order: the stored list would differ from run to run);
+- a mapping key that is not a string;
+- a container that contains itself (a cycle).
+
+What pydantic converts the documented way passes on to it: ``datetime``/``date``/``time`` (ISO
+8601 text), ``Decimal`` and ``UUID`` (text), tuples (lists), pydantic models and dataclasses
+(objects), enums (their value). Integers of any size are kept exactly. Anything else (an
+arbitrary object) fails as a value that does not fit its return type. See ``docs/execution.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pydantic
+
+__all__ = ["odd_value", "path_of"]
+
+_PLAIN = (str, int, bool, type(None))
+_MAX_DEPTH = 200
+
+
+def path_of(parent: str, key: Any) -> str:
+    """The JSONPath-like place of ``key`` under ``parent``: ``$.a``, ``$[2]``, ``$["a b"]``."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"{parent}[{key}]"
+    text = str(key)
+    if text.isidentifier():
+        return f"{parent}.{text}"
+    return f"{parent}[{text!r}]"
+
+
+def odd_value(value: Any, root: str = "$") -> str | None:
+    """Where ``value`` holds something strict JSON cannot, and what: ``"$.score: NaN is not a
+    JSON number"``; None when there is nothing odd in it."""
+    if type(value) in _PLAIN:  # the common case, at no cost
+        return None
+    return _walk(value, root, set(), 0)
+
+
+def _walk(value: Any, path: str, seen: set[int], depth: int) -> str | None:
+    kind = type(value)
+    if kind in _PLAIN:
+        return None
+    if kind is float:
+        return None if math.isfinite(value) else f"{path}: {_number(value)} is not a JSON number"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"{path}: {kind.__name__} is not JSON (decode it to text first)"
+    if isinstance(value, (set, frozenset)):
+        return f"{path}: a {kind.__name__} has no order (return a sorted list)"
+    if isinstance(value, float):  # a float subclass
+        return None if math.isfinite(value) else f"{path}: {_number(value)} is not a JSON number"
+    if depth > _MAX_DEPTH:
+        return f"{path}: nested more than {_MAX_DEPTH} levels deep"
+    if isinstance(value, dict):
+        children: Any = value.items()
+        for key, _ in list(children):
+            if not isinstance(key, str):
+                return f"{path}: the key {key!r} is a {type(key).__name__}, not a string"
+    elif isinstance(value, (list, tuple)):
+        children = enumerate(value)
+    elif isinstance(value, pydantic.BaseModel):
+        children = value.__dict__.items()
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        children = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+    else:
+        return None  # pydantic converts it (datetime, Decimal, ...) or refuses it
+    ident = id(value)
+    if ident in seen:
+        return f"{path}: the value contains itself (a cycle)"
+    seen.add(ident)
+    for key, child in children:
+        if type(child) in _PLAIN:
+            continue
+        found = _walk(child, path_of(path, key), seen, depth + 1)
+        if found is not None:
+            return found
+    seen.discard(ident)
+    return None
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
