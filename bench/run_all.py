@@ -21,6 +21,7 @@ BENCHMARKS = (
     ("resume after SIGKILL: same-host takeover vs lease wait", "bench.takeover"),
     ("sync tool call: thread vs isolated process", "bench.isolation"),
     ("OpenTelemetry on vs off", "bench.otel_overhead"),
+    ("planrail run (fresh process, default store) vs no engine", "bench.cli"),
     ("reference parsing and fuzzing", "bench.security_fuzz"),
     ("LLM economy: ReAct loop vs plan-then-execute", "bench.llm_economy"),
     ("MCP call overhead vs a plain Python tool call", "bench.mcp_overhead"),

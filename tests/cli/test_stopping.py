@@ -250,7 +250,10 @@ ISOLATED = textwrap.dedent(
         threading.Event().wait()
         return step
 
-    @planrail.tool(side_effects="none", isolation="process")
+    # unsafe like hang_isolated: both calls wait for the same group commit of their intents
+    # and start in the same turn, each in a worker of its own (a read-only call would start a
+    # turn earlier, finish, and leave its worker to the hanging call).
+    @planrail.tool(side_effects="unsafe", isolation="process")
     def where(step: str) -> int:
         """Returns the pid of the process it runs in."""
         return os.getpid()

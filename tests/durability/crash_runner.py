@@ -201,7 +201,9 @@ TOOLS = [write_sync, write_async, unsafe_sync, unsafe_async]
 
 def install_hooks() -> None:
     """Wrap the checkpointer's intent and record commits with the fault points."""
-    intent, record = checkpoint.Checkpointer.intent, checkpoint.Checkpointer.record
+    # Intents are group-committed: the boundary is the commit that makes them durable (their
+    # calls start after it), whether alone or with a batch of outcomes.
+    intent, record = checkpoint.Checkpointer._commit_queued, checkpoint.Checkpointer.record
 
     def hooked_intent(self: checkpoint.Checkpointer, *args: Any, **kwargs: Any) -> None:
         fault("before_intent")
@@ -212,7 +214,7 @@ def install_hooks() -> None:
         record(self, *args, **kwargs)
         fault("after_checkpoint")
 
-    checkpoint.Checkpointer.intent = hooked_intent  # type: ignore[method-assign]
+    checkpoint.Checkpointer._commit_queued = hooked_intent  # type: ignore[method-assign]
     checkpoint.Checkpointer.record = hooked_record  # type: ignore[method-assign]
 
 

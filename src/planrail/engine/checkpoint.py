@@ -14,11 +14,12 @@ The guarantees (see ``docs/durability.md``):
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrail.engine.events import Event
 from planrail.engine.owners import Owner, owner_gone, this_owner
@@ -29,7 +30,7 @@ from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry
 from planrail.store.base import Event as StoredEvent
-from planrail.store.base import Intent, RunRecord, StepRecord, Store
+from planrail.store.base import IdempotencyConflictError, Intent, RunRecord, StepRecord, Store
 from planrail.types import Clock, StepStatus
 
 __all__ = [
@@ -120,6 +121,8 @@ class Checkpointer:
         self._events: list[StoredEvent] = []
         self._digests: dict[str, tuple[Any, str]] = {}
         """Per step: the arguments its intent hashed, and their hash (reused by the record)."""
+        self._queued: list[_Queued] = []
+        """Intents waiting for their group commit (see :meth:`intent`)."""
         self._holding = False
         self._lease_until = float("-inf")
         """When our lease expires unless renewed, by our clock."""
@@ -321,9 +324,14 @@ class Checkpointer:
 
     def intent(
         self, result: StepResult, step: Step, item: int | None, attempt: int, args: Any
-    ) -> None:
-        """Commit the intent to call ``step`` (item ``item``) with ``args``, before the call."""
-        self._check_lease()
+    ) -> asyncio.Future[None]:
+        """Queue the intent to call ``step`` (item ``item``) with ``args``: the returned future
+        is done once the intent is committed, and the call must wait for it.
+
+        Intents queued in one turn of the event loop are committed together in one transaction
+        (group commit: one fsync for a whole wave of steps), with the outcomes committed in that
+        turn if there are any. Each call still waits for its own intent to be durable.
+        """
         step_key = step.id if item is None else f"{step.id}:{item}"
         key = f"{self.run_id}:{step_key}"
         digest = args_hash(args)
@@ -341,13 +349,61 @@ class Checkpointer:
                 items=self._items.get(step.id),
             )
         )
-        self._commit(
-            steps=[record],
-            intents=[
-                Intent(run_id=self.run_id, step_key=step_key, idempotency_key=key, args_hash=digest)
-            ],
-            events=self._take_events(),
+        loop = asyncio.get_running_loop()
+        queued = _Queued(
+            record,
+            Intent(run_id=self.run_id, step_key=step_key, idempotency_key=key, args_hash=digest),
+            loop.create_future(),
         )
+        self._queued.append(queued)
+        if len(self._queued) == 1:
+            loop.call_soon(self.commit_intents)
+        return queued.future
+
+    def commit_intents(self) -> None:
+        """Commit the queued intents (if an outcome commit has not taken them already)."""
+        queued = self._take_queued()
+        if not queued:
+            return
+        try:
+            self._check_lease()
+            self._commit_queued(queued)
+        except Exception as exc:  # each waiting call fails with it (a callback cannot raise)
+            _fail(queued, exc)
+
+    def _commit_queued(self, queued: list[_Queued], steps: Iterable[StepRecord] = ()) -> None:
+        """One transaction: ``queued`` intents (their futures resolved once it is durable), then
+        ``steps``. An idempotency conflict rolls it all back: each is then committed alone, so
+        that only the conflicting call fails."""
+        steps = list(steps)
+        events = self._take_events()
+        try:
+            self._commit(
+                steps=[q.record for q in queued] + steps,
+                intents=[q.intent for q in queued],
+                events=events,
+            )
+        except IdempotencyConflictError as exc:
+            if len(queued) == 1 and not steps:
+                _fail(queued, exc)
+                return
+            self._events[:0] = events
+            if steps:
+                self._commit(steps=steps, events=self._take_events())
+            for one in queued:
+                self._commit_queued([one])
+            return
+        except BaseException as exc:
+            _fail(queued, exc)
+            raise
+        for q in queued:
+            if not q.future.done():
+                q.future.set_result(None)
+
+    def _take_queued(self) -> list[_Queued]:
+        """The queued intents whose call still waits (a cancelled wait makes no call)."""
+        queued, self._queued = self._queued, []
+        return [q for q in queued if not q.future.done()]
 
     def item_done(self, result: StepResult, index: int, item: Any, output: Any) -> None:
         """Commit that item ``index`` of a fan-out succeeded with ``output`` (before the step
@@ -369,9 +425,18 @@ class Checkpointer:
         self._commit(steps=[record], events=self._take_events())
 
     def record(self, results: Iterable[StepResult], args: dict[str, Any]) -> None:
-        """Commit step outcomes (and queued events) in one transaction."""
-        self._check_lease()
-        self._commit(steps=self._records(results, args), events=self._take_events())
+        """Commit step outcomes (and queued events and intents) in one transaction."""
+        queued = self._take_queued()
+        try:
+            self._check_lease()
+        except BaseException as exc:
+            _fail(queued, exc)
+            raise
+        records = self._records(results, args)
+        if queued:
+            self._commit_queued(queued, records)
+        else:
+            self._commit(steps=records, events=self._take_events())
 
     def finish(
         self,
@@ -383,6 +448,8 @@ class Checkpointer:
     ) -> None:
         """Commit the last step records and the run's final status, then release the lease."""
         self._check_lease()
+        for q in self._take_queued():  # their calls never started: the run is over
+            q.future.cancel()
         err = error_dict("RunError", error) if error else None
         self._commit(
             run=self._run_record(_stored_status(status), output, err),
@@ -433,6 +500,20 @@ class Checkpointer:
     def _take_events(self) -> list[StoredEvent]:
         events, self._events = self._events, []
         return events
+
+
+class _Queued(NamedTuple):
+    """An intent waiting for its group commit, and the future its call waits on."""
+
+    record: StepRecord
+    intent: Intent
+    future: asyncio.Future[None]
+
+
+def _fail(queued: Iterable[_Queued], exc: BaseException) -> None:
+    for q in queued:
+        if not q.future.done():
+            q.future.set_exception(exc)
 
 
 def _stored_status(status: str) -> str:

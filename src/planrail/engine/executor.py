@@ -631,7 +631,8 @@ class Execution:
         if self._guard is not None and step.action == "tool_call":
             return self._admit(step, item, attempt, args)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
-            self._ckpt.intent(self.results[step.id], step, item, attempt, args)
+            # Done once the intent is committed (with the others of this loop turn).
+            return self._ckpt.intent(self.results[step.id], step, item, attempt, args)
         return None
 
     async def _admit(self, step: Step, item: int | None, attempt: int, args: Any) -> None:
@@ -639,7 +640,7 @@ class Execution:
         assert self._guard is not None
         await self._guard.admit(step, item, attempt, args, self.outputs)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
-            self._ckpt.intent(self.results[step.id], step, item, attempt, args)
+            await self._ckpt.intent(self.results[step.id], step, item, attempt, args)
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
         """An item of a fan-out succeeded: commit it now (a resume will not run it again)."""

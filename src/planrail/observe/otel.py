@@ -16,12 +16,15 @@ Spans (every one carries ``planrail.run_id``; step and attempt spans also ``plan
 
 A tool step that ran once has no attempt child: its step span is the attempt (that halves the
 spans of a big plan; the overhead benchmark measures the rest). A step that never ran (skipped,
-restored from a checkpoint, in doubt) gets a zero-length step span saying why. Attempt spans
-are made when the step ends, with each attempt's real start and end, so a retry's backoff
-shows as the gap between two attempts.
+restored from a checkpoint, in doubt) gets a zero-length step span saying why. Step and attempt
+spans are made when the step ends, with their real (recorded) start and end times and all their
+attributes at once — one SDK call per span instead of one per attribute — so a retry's backoff
+shows as the gap between two attempts. When the run span is not sampled and the sampler follows
+the parent (the SDK's default ``ParentBased``, or no SDK at all), no step span is built.
 
 Metrics (attributes are low-cardinality: no run or step ids): ``planrail.runs`` and
-``planrail.steps`` (counters by status), ``planrail.retries``, ``planrail.run.duration`` and
+``planrail.steps`` (counters by status; step counts are added in batches of up to
+``STEP_COUNT_BATCH`` and when the run ends), ``planrail.retries``, ``planrail.run.duration`` and
 ``planrail.step.duration`` (histograms, seconds), and ``gen_ai.client.token.usage`` (histogram,
 by ``gen_ai.token.type``).
 """
@@ -69,16 +72,21 @@ def _ns(seconds: float) -> int:
     return int(seconds * 1e9)
 
 
+STEP_COUNT_BATCH = 256
+"""Step counts are added to ``planrail.steps`` in batches of this many (and when the run ends)."""
+
+
 @dataclass
 class _Step:
-    span: Any
-    ctx: Any
-    started: float
+    started: float | None
+    """When it started here (None: it never ran — skipped, restored, in doubt)."""
     attempt: int = 1
     attempt_start: float | None = None
     """When the current attempt began; None while waiting out a retry's backoff."""
     done: list[tuple[int, float, float, Any]] = field(default_factory=list)
     """Attempts that ended: (number, start, end, error or None)."""
+    retries: list[tuple[int, float, float]] = field(default_factory=list)
+    """Retries scheduled: (next attempt, delay, when), events of the step span."""
 
 
 @dataclass
@@ -86,7 +94,12 @@ class _Run:
     span: Any
     ctx: Any
     started: float
+    sampled: bool
+    """Whether step spans are built (see the module docstring)."""
     steps: dict[str, _Step] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    """Step counts by status not yet added to the ``planrail.steps`` counter."""
+    counted: int = 0
 
 
 class OtelObserver:
@@ -222,12 +235,38 @@ class OtelObserver:
         if event.data.get("plan_hash"):
             attrs["planrail.plan_hash"] = event.data["plan_hash"]
         span = self.tracer.start_span("planrail.run", attributes=attrs, start_time=_ns(event.at))
-        self._runs[event.run_id] = _Run(span, self._trace.set_span_in_context(span), event.at)
+        ctx = self._trace.set_span_in_context(span)
+        self._runs[event.run_id] = _Run(span, ctx, event.at, self._steps_sampled(span))
+
+    def _steps_sampled(self, run_span: Any) -> bool:
+        """Whether step spans under ``run_span`` may be recorded: not when it is not and the
+        sampler decides by the parent (``ParentBased``, the SDK's default), or with no SDK."""
+        if run_span.is_recording():
+            return True
+        sampler = getattr(self.tracer, "sampler", None)
+        if sampler is None:  # the API's no-op (or proxy) tracer: nothing is recorded
+            return False
+        from opentelemetry.sdk.trace.sampling import ParentBased
+
+        return not isinstance(sampler, ParentBased)
+
+    def _count(self, run: _Run, status: str) -> None:
+        run.counts[status] = run.counts.get(status, 0) + 1
+        run.counted += 1
+        if run.counted >= STEP_COUNT_BATCH:
+            self._add_counts(run)
+
+    def _add_counts(self, run: _Run) -> None:
+        for status, n in run.counts.items():
+            self._m_steps.add(n, {"planrail.step.status": status})
+        run.counts.clear()
+        run.counted = 0
 
     def _run_finished(self, run: _Run, event: Event) -> None:
         status = str(event.data.get("status") or "unknown")
         for sid, step in list(run.steps.items()):  # still running: the run was cancelled
             self._close_step(run, sid, step, event, "cancelled", {})
+        self._add_counts(run)
         run.span.set_attribute("planrail.run.status", status)
         if event.data.get("error"):
             run.span.set_attribute("planrail.run.error", str(event.data["error"]))
@@ -254,15 +293,8 @@ class OtelObserver:
         return attrs
 
     def _step_started(self, run: _Run, event: Event) -> None:
-        sid = event.step_id or ""
-        span = self.tracer.start_span(
-            f"planrail.step {sid}",
-            context=run.ctx,
-            attributes=self._attrs(event, sid, event.attempt or 1),
-            start_time=_ns(event.at),
-        )
-        ctx = self._trace.set_span_in_context(span)
-        run.steps[sid] = _Step(span, ctx, event.at, event.attempt or 1, event.at)
+        # Nothing for the SDK yet: the span is made when the step ends, with this start time.
+        run.steps[event.step_id or ""] = _Step(event.at, event.attempt or 1, event.at)
 
     def _retry(self, run: _Run, event: Event) -> None:
         step = run.steps.get(event.step_id or "")
@@ -271,11 +303,7 @@ class OtelObserver:
         delay = float(event.data.get("delay") or 0.0)
         step.attempt += 1
         step.attempt_start = event.at + delay
-        step.span.add_event(
-            "planrail.retry_scheduled",
-            {"planrail.attempt": step.attempt, "planrail.retry.delay": delay},
-            timestamp=_ns(event.at),
-        )
+        step.retries.append((step.attempt, delay, event.at))
         self._m_retries.add(1)
 
     def _end_attempt(self, step: _Step, at: float, error: Any, status: str | None) -> None:
@@ -286,7 +314,7 @@ class OtelObserver:
         step.done.append((step.attempt, min(start, at), at, error))
 
     def _attempt_spans(
-        self, event: Event, sid: str, step: _Step, usage: dict[str, Any], status: str
+        self, event: Event, sid: str, step: _Step, span: Any, usage: dict[str, Any], status: str
     ) -> None:
         """A child span per attempt — when there were retries, or for an LLM call (a GenAI
         span). A lone tool attempt is the step span itself: half the spans on big plans."""
@@ -295,8 +323,9 @@ class OtelObserver:
         if not llm and len(step.done) <= 1:
             for _, _, at, error in step.done:
                 if isinstance(error, dict):
-                    step.span.add_event("exception", _exception(error), timestamp=_ns(at))
+                    span.add_event("exception", _exception(error), timestamp=_ns(at))
             return
+        parent = self._trace.set_span_in_context(span)
         for i, (n, start, end, error) in enumerate(step.done):
             last = i == len(step.done) - 1
             attrs = self._attrs(event, sid, n)
@@ -311,18 +340,19 @@ class OtelObserver:
                         attrs[f"gen_ai.usage.{key}"] = int(usage[key])
             if last:
                 attrs["planrail.attempt.status"] = status
-            span = self.tracer.start_span(
+            if isinstance(error, dict):
+                attrs["error.type"] = str(error.get("type", "Error"))
+            child = self.tracer.start_span(
                 (f"chat {model}" if model else "chat") if llm else "planrail.attempt",
-                context=step.ctx,
+                context=parent,
                 kind=self._kinds.CLIENT if llm else self._kinds.INTERNAL,
                 attributes=attrs,
                 start_time=_ns(start),
             )
             if isinstance(error, dict):
-                span.set_attribute("error.type", str(error.get("type", "Error")))
-                span.add_event("exception", _exception(error), timestamp=_ns(end))
-                span.set_status(self._err(str(error.get("message", ""))))
-            span.end(end_time=_ns(end))
+                child.add_event("exception", _exception(error), timestamp=_ns(end))
+                child.set_status(self._err(str(error.get("message", ""))))
+            child.end(end_time=_ns(end))
 
     def _model(self, sid: str, event: Event) -> str | None:
         if event.data.get("model"):
@@ -336,13 +366,7 @@ class OtelObserver:
         sid = event.step_id or ""
         step = run.steps.pop(sid, None)
         if step is None:  # never started here: skipped, restored or in doubt
-            span = self.tracer.start_span(
-                f"planrail.step {sid}",
-                context=run.ctx,
-                attributes=self._attrs(event, sid, event.attempt),
-                start_time=_ns(event.at),
-            )
-            step = _Step(span, None, event.at, event.attempt or 0, None)
+            step = _Step(None, event.attempt or 0, None)
         self._close_step(run, sid, step, event, status, event.data)
 
     def _close_step(
@@ -351,24 +375,13 @@ class OtelObserver:
         run.steps.pop(sid, None)
         error, usage = data.get("error"), data.get("usage") or {}
         self._end_attempt(step, event.at, error, status)
-        self._attempt_spans(event, sid, step, usage, status)
-        span = step.span
-        span.set_attribute("planrail.step.status", status)
-        attempts = event.attempt or step.attempt
-        if attempts:
-            span.set_attribute("planrail.attempt", attempts)
-        if data.get("reason"):
-            span.set_attribute("planrail.reason", str(data["reason"]))
-        if isinstance(error, dict):
-            span.set_attribute("error.type", str(error.get("type", "Error")))
-        if status in ("failed", "in_doubt"):
-            message = error.get("message") if isinstance(error, dict) else data.get("reason")
-            span.set_status(self._err(str(message or status)))
-        span.end(end_time=_ns(event.at))
-        attrs = {"planrail.step.status": status}
-        self._m_steps.add(1, attrs)
-        if step.ctx is not None:
-            self._m_step_s.record(max(event.at - step.started, 0.0), attrs)
+        if run.sampled:
+            self._step_span(run, sid, step, event, status, data, error, usage)
+        self._count(run, status)
+        if step.started is not None:
+            self._m_step_s.record(
+                max(event.at - step.started, 0.0), {"planrail.step.status": status}
+            )
         if usage:
             model = self._model(sid, event)
             for key, kind in (("input_tokens", "input"), ("output_tokens", "output")):
@@ -377,6 +390,41 @@ class OtelObserver:
                     if model:
                         tags["gen_ai.request.model"] = model
                     self._m_tokens.record(int(usage[key]), tags)
+
+    def _step_span(
+        self,
+        run: _Run,
+        sid: str,
+        step: _Step,
+        event: Event,
+        status: str,
+        data: dict[str, Any],
+        error: Any,
+        usage: dict[str, Any],
+    ) -> None:
+        """The step's span, made at its end with its recorded start and every attribute."""
+        attempts = event.attempt or step.attempt
+        started = event.at if step.started is None else step.started
+        attrs = self._attrs(event, sid, attempts if attempts else None)
+        attrs["planrail.step.status"] = status
+        if data.get("reason"):
+            attrs["planrail.reason"] = str(data["reason"])
+        if isinstance(error, dict):
+            attrs["error.type"] = str(error.get("type", "Error"))
+        span = self.tracer.start_span(
+            f"planrail.step {sid}", context=run.ctx, attributes=attrs, start_time=_ns(started)
+        )
+        for attempt, delay, at in step.retries:
+            span.add_event(
+                "planrail.retry_scheduled",
+                {"planrail.attempt": attempt, "planrail.retry.delay": delay},
+                timestamp=_ns(at),
+            )
+        self._attempt_spans(event, sid, step, span, usage, status)
+        if status in ("failed", "in_doubt"):
+            message = error.get("message") if isinstance(error, dict) else data.get("reason")
+            span.set_status(self._err(str(message or status)))
+        span.end(end_time=_ns(event.at))
 
 
 def _exception(error: dict[str, Any]) -> dict[str, Any]:

@@ -246,41 +246,59 @@ def _clip(where: str) -> str:
 
 def check_bounds(data: Any, limits: PlanLimits) -> None:
     """Walk ``data`` once, iteratively, enforcing depth, node count, string length and types."""
-    stack: list[tuple[Any, int, str]] = [(data, 0, "$")]
+    # A value's JSONPath is kept as (parent, key) and spelled out only for an error message:
+    # building it for every value cost more than the checks themselves.
+    stack: list[tuple[Any, int, Any]] = [(data, 0, None)]
     nodes = 0
+    max_nodes, max_depth, max_len = limits.max_nodes, limits.max_depth, limits.max_string_length
     while stack:
-        value, depth, where = stack.pop()
+        value, depth, at = stack.pop()
         nodes += 1
-        if nodes > limits.max_nodes:
-            raise LimitExceeded(f"the plan holds more than {limits.max_nodes:,} values")
-        if isinstance(value, dict):
-            if depth >= limits.max_depth:
-                raise LimitExceeded(f"{_clip(where)}: nested deeper than {limits.max_depth} levels")
-            for k, v in value.items():
-                if not isinstance(k, str):
-                    raise PlanLoadError(f"{where}: keys must be strings, got {k!r}")
-                stack.append((v, depth + 1, f"{where}.{k}" if len(where) < 200 else where))
-        elif isinstance(value, list):
-            if depth >= limits.max_depth:
-                raise LimitExceeded(f"{_clip(where)}: nested deeper than {limits.max_depth} levels")
-            stack.extend(
-                (v, depth + 1, f"{where}[{i}]" if len(where) < 200 else where)
-                for i, v in enumerate(value)
-            )
-        elif isinstance(value, str):
-            if len(value) > limits.max_string_length:
+        if nodes > max_nodes:
+            raise LimitExceeded(f"the plan holds more than {max_nodes:,} values")
+        t = type(value)
+        if t is str:
+            if len(value) > max_len:
                 raise LimitExceeded(
-                    f"{where}: a string of {len(value):,} characters; the limit is"
-                    f" {limits.max_string_length:,}"
+                    f"{_where(at)}: a string of {len(value):,} characters; the limit is {max_len:,}"
+                )
+        elif t is dict or (t is not list and isinstance(value, dict)):
+            if depth >= max_depth:
+                raise LimitExceeded(f"{_clip(_where(at))}: nested deeper than {max_depth} levels")
+            for k, v in value.items():
+                if type(k) is not str and not isinstance(k, str):
+                    raise PlanLoadError(f"{_where(at)}: keys must be strings, got {k!r}")
+                stack.append((v, depth + 1, (at, k)))
+        elif t is list or isinstance(value, list):
+            if depth >= max_depth:
+                raise LimitExceeded(f"{_clip(_where(at))}: nested deeper than {max_depth} levels")
+            stack.extend((v, depth + 1, (at, i)) for i, v in enumerate(value))
+        elif isinstance(value, str):
+            if len(value) > max_len:
+                raise LimitExceeded(
+                    f"{_where(at)}: a string of {len(value):,} characters; the limit is {max_len:,}"
                 )
         elif value is None or isinstance(value, bool | int | float):
             if isinstance(value, float) and not math.isfinite(value):
                 shown = "NaN" if value != value else "Infinity"
-                raise PlanLoadError(f"{where}: {shown} is not JSON (numbers must be finite)")
+                raise PlanLoadError(f"{_where(at)}: {shown} is not JSON (numbers must be finite)")
         else:
             raise PlanLoadError(
-                f"{where}: {type(value).__name__} values are not allowed in a plan (JSON only)"
+                f"{_where(at)}: {type(value).__name__} values are not allowed in a plan (JSON only)"
             )
+
+
+def _where(at: Any) -> str:
+    """The JSONPath of a ``(parent, key)`` chain; segments stop being added past 200 chars."""
+    keys: list[str | int] = []
+    while at is not None:
+        at, key = at
+        keys.append(key)
+    where = "$"
+    for key in reversed(keys):
+        if len(where) < 200:
+            where = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}"
+    return where
 
 
 # What LLMs write for each action, and for each step field.

@@ -196,5 +196,10 @@ class Plan(BaseModel):
 
     def fresh_hash(self) -> str:
         """The hash of the plan as it is now. Steps are frozen, but their ``args`` dicts are not:
-        the gate compares this, not the cached :attr:`hash`, with the approval."""
-        return "sha256:" + hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+        the gate compares this, not the cached :attr:`hash`, with the approval.
+
+        The first hash computed is the one :attr:`hash` keeps (serialising a big plan costs tens
+        of µs per step: an approval and the run's record share one)."""
+        digest = "sha256:" + hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+        self.__dict__.setdefault("hash", digest)
+        return digest

@@ -26,6 +26,8 @@ ANY: frozenset[str] | None = None
 """``schema_types`` returns ``None`` when a schema accepts any type."""
 
 _ALL_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
+_ONE = {t: frozenset({t}) for t in _ALL_TYPES}
+"""One frozenset per type name, shared (``schema_types`` answers one type most of the time)."""
 
 
 def deref(schema: Any, root: Schema | None) -> Schema:
@@ -56,6 +58,17 @@ def _alternatives(schema: Schema, root: Schema | None) -> list[Schema] | None:
 
 def schema_types(schema: Any, root: Schema | None = None) -> frozenset[str] | None:
     """The JSON types a schema admits, or ``None`` for any type."""
+    if type(schema) is dict:  # the usual {"type": "string", ...}: no lookups beyond its type
+        t = schema.get("type")
+        if (
+            type(t) is str
+            and "$ref" not in schema
+            and "anyOf" not in schema
+            and "oneOf" not in schema
+            and "const" not in schema
+            and "enum" not in schema
+        ):
+            return _ONE.get(t)
     schema = deref(schema, root)
     alts = _alternatives(schema, root)
     if alts is not None:
@@ -72,7 +85,7 @@ def schema_types(schema: Any, root: Schema | None = None) -> frozenset[str] | No
         return frozenset(json_type(v) for v in schema["enum"])
     t = schema.get("type")
     if isinstance(t, str) and t in _ALL_TYPES:
-        return frozenset({t})
+        return _ONE[t]
     if isinstance(t, list):
         ts = frozenset(x for x in t if isinstance(x, str) and x in _ALL_TYPES)
         return ts or None
@@ -100,7 +113,7 @@ def json_type(value: Any) -> str:
 
 def types_compatible(produced: frozenset[str] | None, accepted: frozenset[str] | None) -> bool:
     """Whether a value of one of ``produced`` types may be one of ``accepted`` types."""
-    if produced is None or accepted is None:
+    if produced is None or accepted is None or not produced.isdisjoint(accepted):
         return True
     widened = set(produced)
     if "integer" in widened:

@@ -115,6 +115,9 @@ class Context:
     suggestion_budget: int = _SUGGESTION_BUDGET
     _edges: dict[str, list[str]] | None = None
     _in_order: bool | None = None
+    _walks: dict[tuple[int, tuple[str | int, ...]], tuple[Any, _Walk]] = field(default_factory=dict)
+    """``(id(schema), path)`` → the schema (so the id stays its own) and the walk's result:
+    thousands of steps reference the same fields of the same tools' outputs."""
 
     def error(self, code: str, step: str | None, path: str, message: str) -> None:
         self.errors.append(Issue(code, step, path, message))
@@ -189,6 +192,24 @@ class Context:
         match = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.75)
         return f"; did you mean '{match[0]}'?" if match else ""
 
+    def walk(self, schema: Any, ref: Reference) -> tuple[str, str | None]:
+        """:func:`walk_schema`, each (schema, path) walked once per validation."""
+        status, depth, detail, _ = self._walk(schema, ref.path)
+        if status == "missing":
+            where = Reference(ref.step, ref.path[:depth])
+            return (
+                "missing",
+                f"{ref}: the output of {where} has no field {ref.path[depth]!r} ({detail})",
+            )
+        return status, None if status == "ok" else str(ref.path[depth])
+
+    def _walk(self, schema: Any, path: tuple[str | int, ...]) -> _Walk:
+        key = (id(schema), path)
+        hit = self._walks.get(key)
+        if hit is None or hit[0] is not schema:
+            hit = self._walks[key] = (schema, _walk(schema, path))
+        return hit[1]
+
     def ref_types(self) -> Callable[[str], Any]:
         """``types_of(s)`` for :func:`schema.check_literal`: ``True`` for a plain string, the
         JSON types a string holding one reference produces, ``frozenset({"string"})`` for
@@ -214,13 +235,8 @@ class Context:
             schema = output_schema_of(producer, registry)
             if schema is None:
                 return False
-            root = schema if isinstance(schema, dict) else None
-            current = schema
-            for seg in ref.path:
-                status, current = js.child_schema(current, root, seg)
-                if status != "ok":
-                    return False
-            return js.schema_types(current, root)
+            status, _, _, types = self._walk(schema, ref.path)
+            return types if status == "ok" else False
 
         return types_of
 
@@ -247,6 +263,22 @@ def _defs(schema: Any) -> dict[str, Any]:
     if isinstance(schema, dict):
         return {k: schema[k] for k in ("$defs", "definitions") if k in schema}
     return {}
+
+
+_Walk = tuple[str, int, Any, "frozenset[str] | None"]
+"""A path walked through a schema: status, the depth it stopped at, the detail, and the JSON
+types at its end (when ``ok``)."""
+
+
+def _walk(schema: Any, path: tuple[str | int, ...]) -> _Walk:
+    root = schema if isinstance(schema, dict) else None
+    current = schema
+    for depth, seg in enumerate(path):
+        status, sub = js.child_schema(current, root, seg)
+        if status != "ok":
+            return status, depth, sub, None
+        current = sub
+    return "ok", len(path), None, js.schema_types(current, root)
 
 
 def walk_schema(schema: Any, ref: Reference) -> tuple[str, str | None]:

@@ -15,7 +15,6 @@ from planrail.plan.validate_context import (
     Context,
     output_schema_of,
     step_strings,
-    walk_schema,
     walk_strings,
 )
 
@@ -187,7 +186,7 @@ def output_fields_pass(ctx: Context) -> None:
                     f" into '{ref.step}' (such as {ref}) are not checked",
                 )
             continue
-        status, detail = walk_schema(schema, ref)
+        status, detail = ctx.walk(schema, ref)
         if status == "missing":
             ctx.error("unknown_output_field", sid, path, detail or "")
         elif status == "unknown" and ref.step not in unchecked_warned:

@@ -59,11 +59,28 @@ Row = tuple[Any, ...]
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+_EMPTY = {type(None): "null", dict: "{}", list: "[]"}
+"""The JSON text of the values most fields hold (no output yet, no error, no history)."""
+
+
 def dump(value: Any, what: str) -> str:
     """``value`` as JSON text; a value JSON cannot hold is a ``StoreError`` naming ``what``."""
     try:
         return _encoder.encode(value)
     except (TypeError, ValueError) as exc:
+        raise StoreError(f"cannot store {what}: it is not plain JSON data ({exc})") from None
+
+
+def _dump_step(value: Any, field: str, s: StepRecord) -> str:
+    """A step field as JSON text (:func:`dump`, naming the step only when it fails)."""
+    if not value:
+        empty = _EMPTY.get(type(value))
+        if empty is not None:
+            return empty
+    try:
+        return _encoder.encode(value)
+    except (TypeError, ValueError) as exc:
+        what = f"the {field} of step {s.step_id!r} of run {s.run_id!r}"
         raise StoreError(f"cannot store {what}: it is not plain JSON data ({exc})") from None
 
 
@@ -112,23 +129,22 @@ def decode_run(row: Sequence[Any]) -> RunRecord:
 
 
 def encode_step(s: StepRecord) -> Row:
-    what = f"step {s.step_id!r} of run {s.run_id!r}"
     return (
         s.run_id,
         s.step_id,
         s.status.value,
         s.attempts,
         s.idempotency_key,
-        dump(s.args, f"the args of {what}"),
+        _dump_step(s.args, "args", s),
         s.args_hash,
-        dump(s.output, f"the output of {what}"),
-        dump(s.error, f"the error of {what}"),
+        _dump_step(s.output, "output", s),
+        _dump_step(s.error, "error", s),
         s.reason,
         None if s.started_at is None else float(s.started_at),
         None if s.finished_at is None else float(s.finished_at),
         bool(s.degraded),
-        dump(s.attempt_history, f"the attempt history of {what}"),
-        dump(s.metadata, f"the metadata of {what}"),
+        _dump_step(s.attempt_history, "attempt history", s),
+        _dump_step(s.metadata, "metadata", s),
     )
 
 

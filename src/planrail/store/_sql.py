@@ -250,10 +250,8 @@ class SQLStoreBase(StoreBase):
             with self._cursor(conn) as cur:
                 if step_rows:
                     cur.executemany(q.upsert_step, step_rows)
-                for intent in intents:
-                    row = cur.execute(q.record_intent, encode_intent(intent)).fetchone()
-                    if row is not None and row[0] != intent.args_hash:
-                        raise conflict(intent, row[0])
+                if intents:
+                    self._record_intents(cur, intents)
                 seqs = reserve_seqs(
                     [r[0] for r in event_rows],
                     lambda run_id, n: cur.execute(q.take_seqs, (n, run_id)).fetchone(),
@@ -264,6 +262,14 @@ class SQLStoreBase(StoreBase):
                         [(r[0], s, *r[2:]) for r, s in zip(event_rows, seqs, strict=True)],
                     )
         return with_seqs(events, seqs)
+
+    def _record_intents(self, cur: Any, intents: Sequence[Intent]) -> None:
+        """Record ``intents`` inside the commit's transaction; a known key with another hash is
+        a conflict (raised: the whole commit rolls back). One atomic statement per intent."""
+        for intent in intents:
+            row = cur.execute(self._sql.record_intent, encode_intent(intent)).fetchone()
+            if row is not None and row[0] != intent.args_hash:
+                raise conflict(intent, row[0])
 
     def get_steps(self, run_id: str) -> dict[str, StepRecord]:
         return {r[1]: decode_step(r) for r in self._read(self._sql.get_steps, (run_id,))}

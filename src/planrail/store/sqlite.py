@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from planrail.errors import StoreCorruptError, StoreError
+from planrail.store._codec import INTENT_COLUMNS, conflict, encode_intent
 from planrail.store._sql import SQLStoreBase, Statements, schema_v1
-from planrail.store.base import check_lease_args
+from planrail.store.base import Intent, check_lease_args
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
@@ -29,6 +30,14 @@ _HEADER = b"SQLite format 3\x00"
 _SQL = Statements("?")
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_KEYS_PER_QUERY = 500
+_KNOWN_KEYS = (
+    "SELECT idempotency_key, args_hash FROM intents WHERE run_id = ? AND idempotency_key IN ({})"
+)
+_INSERT_INTENT = (
+    f"INSERT INTO intents ({', '.join(INTENT_COLUMNS)}) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (run_id, idempotency_key) DO NOTHING"
+)
 
 
 class SQLiteStore(SQLStoreBase):
@@ -85,6 +94,27 @@ class SQLiteStore(SQLStoreBase):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+    def _record_intents(self, cur: Any, intents: Sequence[Intent]) -> None:
+        """The keys already recorded are looked up first, then every intent is inserted in one
+        ``executemany`` (a group commit carries a whole wave of them). Atomic: the commit holds
+        the database's write lock (``BEGIN IMMEDIATE``) from before the lookup."""
+        known: dict[tuple[str, str], str] = {}
+        by_run: dict[str, list[str]] = {}
+        for i in intents:
+            by_run.setdefault(i.run_id, []).append(i.idempotency_key)
+        for run_id, keys in by_run.items():
+            for at in range(0, len(keys), _KEYS_PER_QUERY):
+                chunk = keys[at : at + _KEYS_PER_QUERY]
+                sql = _KNOWN_KEYS.format(", ".join("?" * len(chunk)))
+                for key, recorded in cur.execute(sql, (run_id, *chunk)).fetchall():
+                    known[run_id, key] = recorded
+        for i in intents:
+            recorded = known.get((i.run_id, i.idempotency_key))
+            if recorded is not None and recorded != i.args_hash:
+                raise conflict(i, recorded)
+            known.setdefault((i.run_id, i.idempotency_key), i.args_hash)
+        cur.executemany(_INSERT_INTENT, [encode_intent(i) for i in intents])
 
     def _migrate(self) -> None:
         if self._schema_version() == SCHEMA_VERSION:

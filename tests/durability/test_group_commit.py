@@ -1,0 +1,95 @@
+"""Group commit: intents of steps that start in the same loop turn share one transaction.
+
+The guarantee does not change (docs/durability.md, guarantee 2): every side-effecting call
+starts only once its own intent is committed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import planrail
+from planrail.engine.executor import Execution
+from planrail.store import MemoryStore
+from planrail.store.base import Intent
+
+WIDTH = 20
+
+
+class Counting(MemoryStore):
+    """A memory store that counts commits and the intents each one carried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.intents_per_commit: list[int] = []
+
+    def commit(self, **parts: Any) -> Any:
+        self.intents_per_commit.append(len(parts.get("intents", ())))
+        return super().commit(**parts)
+
+
+def _wide_plan(tool: str) -> dict[str, Any]:
+    steps = [{"id": "root", "tool": tool, "args": {"step": "root"}}]
+    steps += [
+        {"id": f"s{i}", "tool": tool, "args": {"step": f"s{i}"}, "depends_on": ["root"]}
+        for i in range(WIDTH)
+    ]
+    return {"goal": "group commit", "steps": steps}
+
+
+async def test_a_wave_of_keyed_steps_commits_its_intents_together_and_each_before_its_call() -> (
+    None
+):
+    """Twenty keyed steps that become ready together record their twenty intents in one
+    commit, and each tool, when called, finds its own intent already in the store."""
+    store = Counting()
+    seen: dict[str, bool] = {}
+
+    @planrail.tool(side_effects="keyed")
+    async def write(ctx: planrail.StepContext, step: str) -> str:
+        """Checks that its intent is durable before doing anything."""
+        keys = {i.idempotency_key for i in store.intents(ctx.run_id)}
+        seen[step] = ctx.idempotency_key in keys
+        return step
+
+    plan = planrail.validate(_wide_plan("write"), [write]).raise_for_errors()
+    result = await Execution(plan, [write], store=store, run_id="g1", approve=True).run()
+
+    assert result.status == "succeeded"
+    assert seen == {s.id: True for s in plan.steps}
+    assert max(store.intents_per_commit) == WIDTH
+    assert sum(1 for n in store.intents_per_commit if n) <= 3
+
+
+async def test_a_conflicting_intent_in_a_group_fails_only_its_own_step() -> None:
+    """One key of a wave was recorded before with other arguments: that step fails with
+    IdempotencyConflictError and is not called; the rest of the wave runs."""
+    store = MemoryStore()
+    called: list[str] = []
+
+    @planrail.tool(side_effects="keyed")
+    async def write(step: str) -> str:
+        """Records that it was called."""
+        called.append(step)
+        return step
+
+    plan = planrail.validate(_wide_plan("write"), [write]).raise_for_errors()
+    execution = Execution(plan, [write], store=store, run_id="g2", approve=True)
+    original = store.create_run
+
+    def create_and_forge(run: Any) -> None:
+        original(run)
+        store.commit(
+            intents=[
+                Intent(run_id="g2", step_key="s3", idempotency_key="g2:s3", args_hash="forged")
+            ],
+        )
+
+    store.create_run = create_and_forge  # type: ignore[method-assign]
+    result = await execution.run()
+
+    assert result.steps["s3"].status == "failed"
+    assert result.steps["s3"].error is not None
+    assert result.steps["s3"].error["type"] == "IdempotencyConflictError"
+    assert "s3" not in called
+    assert sorted(called) == sorted(["root", *(f"s{i}" for i in range(WIDTH) if i != 3)])
