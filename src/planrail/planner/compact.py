@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from planrail.llm.base import Message
+from planrail.plan.effects import tool_effect
 from planrail.plan.tools import ToolRegistry, ToolSpec
 from planrail.plan.validate import Issue
 
@@ -97,7 +98,7 @@ def _output(spec: ToolSpec) -> str:
 
 
 def _line(spec: ToolSpec) -> str:
-    effects = "" if spec.side_effects == "none" else f" [{spec.side_effects}]"
+    effects = f" [{spec.side_effects}]" if tool_effect(spec).changes_world else ""
     description = " ".join((spec.description or "").split())
     if len(description) > 120:
         description = description[:119] + "…"
