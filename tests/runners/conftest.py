@@ -43,7 +43,10 @@ def ray_runner(ray_runtime: Any) -> Iterator[Any]:
     """The session's RayRunner (attached to ``ray_runtime``; it never shuts Ray down)."""
     from planrail.backends.ray import RayRunner
 
-    runner = RayRunner(max_concurrency=16, actors=2, cancel_grace=0.5)
+    # A graceful cancel (KeyboardInterrupt in the task) lands in milliseconds on a quiet machine
+    # and took over half a second on a loaded one: the grace before forcing must not decide
+    # whether the tests' tools get to record that they stopped.
+    runner = RayRunner(max_concurrency=16, actors=2, cancel_grace=10.0)
     yield runner
     loop = asyncio.new_event_loop()
     try:
