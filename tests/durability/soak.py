@@ -135,8 +135,9 @@ def _disrupt(
         proc.send_signal(signal.SIGINT)
     elif mode == "double_sigint":
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.02)
-        if proc.poll() is None:
+        try:  # the second Ctrl-C 20 ms after the first, unless the runner is gone already
+            proc.wait(timeout=0.02)
+        except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGINT)
     elif mode == "cancel":
         from planrail.engine import operations
