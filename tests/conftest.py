@@ -4,11 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import signal
 from collections.abc import Iterator
 
 import pytest
 
 pytest_plugins = ["conftest_pg"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sigint_handled() -> Iterator[None]:
+    """A non-interactive shell starts its background jobs with SIGINT ignored, and every child
+    inherits that: the runners the tests start could then never be interrupted, and Ray's
+    raylet and workers (started from this process) could not be cancelled gracefully — Ray
+    cancels a task with a KeyboardInterrupt. For the whole session SIGINT is back to Python's
+    default handler, as in a terminal."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.fixture(autouse=True)
