@@ -11,9 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from planrail.llm.base import Message
-from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
-from planrail.plan.validate import Issue, output_schema_of
+from planrail.plan.validate import Issue
 from planrail.planner.schema import DEFAULT_MAX_STEPS, STAGE_SCHEMA
 from planrail.planner.schema import plan_schema as _plan_schema
 
@@ -25,7 +24,6 @@ __all__ = [
     "planning_messages",
     "repair_message",
     "replan_messages",
-    "summarize_outputs",
 ]
 
 PLANNER_INSTRUCTIONS = """\
@@ -119,31 +117,6 @@ def repair_message(
         " and nothing else."
     )
     return Message("user", "\n".join(lines))
-
-
-def summarize_outputs(
-    outputs: Mapping[str, Any], plan: Plan, registry: ToolRegistry, *, max_chars: int = 4000
-) -> str:
-    """Finished steps, what they called and their outputs, within about ``max_chars``.
-
-    Each step gets an equal share of the budget; a longer output is cut and says so.
-    """
-    if not outputs:
-        return "(none)"
-    share = max(200, max_chars // len(outputs))
-    lines = []
-    for sid, value in outputs.items():
-        step = plan.step(sid)
-        calls = f"tool {step.tool}" if step.action == "tool_call" else step.action
-        text = json.dumps(value, ensure_ascii=False, default=str)
-        if len(text) > share:
-            text = f"{text[:share]}… (cut: {len(text):,} characters in all)"
-        schema = output_schema_of(step, registry)
-        fields = ""
-        if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
-            fields = f" fields: {', '.join(schema['properties'])};"
-        lines.append(f"- {sid} ({calls};{fields} output: {text})")
-    return "\n".join(lines)
 
 
 def replan_messages(
