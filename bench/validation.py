@@ -48,7 +48,6 @@ from typing import Any
 
 from bench.report import table, write_json
 from planrail.plan.loader import PlanLimits
-from planrail.plan.refs import _parse_template_cached
 from planrail.plan.tools import ToolRegistry, ToolSpec
 from planrail.plan.validate import validate
 
@@ -136,8 +135,14 @@ LIMITS = PlanLimits(max_steps=1_000_000, max_plan_bytes=1 << 30, max_nodes=100_0
 
 def _cold() -> None:
     """Forget parsed references: every measured validation parses its plan from scratch (a
-    warm cache would make plans under its size look cheaper than bigger ones)."""
-    _parse_template_cached.cache_clear()
+    warm cache would make plans under its size look cheaper than bigger ones). Since the
+    compiled plan, planrail keeps no process-wide parse cache; older checkouts measured with
+    ``--against`` had one."""
+    from planrail.plan import refs
+
+    cached = getattr(refs, "_parse_template_cached", None)
+    if cached is not None:
+        cached.cache_clear()
 
 
 def _cpu_seconds(plan: dict[str, Any], gc_enabled: bool) -> float:

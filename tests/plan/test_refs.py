@@ -439,3 +439,57 @@ def test_arbitrary_unicode_never_raises_anything_but_syntax_errors(text: str) ->
         parse_template("${" + text)
     with contextlib.suppress(ReferenceSyntaxError):
         parse_template(text)
+
+
+def _full_parse(text: str) -> Template | str:
+    """The full parser alone (the one-scan fast path switched off), or its error."""
+    from planrail.plan import refs
+
+    fast = refs._parse_simple
+    refs._parse_simple = lambda _t: None  # type: ignore[assignment]
+    try:
+        return refs._parse_template(text)
+    except ReferenceSyntaxError as exc:
+        return str(exc)
+    finally:
+        refs._parse_simple = fast  # type: ignore[assignment]
+
+
+def _parse_or_error(text: str) -> Template | str:
+    try:
+        return parse_template(text)
+    except ReferenceSyntaxError as exc:
+        return str(exc)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.sampled_from(["$", "{", "}", ".", "a", "_", "0", "1", "[", "]", '"', "__", "${", "$${"]),
+        max_size=14,
+    ).map("".join)
+)
+def test_the_one_scan_fast_path_parses_exactly_as_the_full_parser(text: str) -> None:
+    """The regex fast path (every ``${`` a dotted reference or an escape) gives the full
+    parser's template or error for every text."""
+    assert _parse_or_error(text) == _full_parse(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "${a.__x__}",
+        "${a." + ".".join(["b"] * MAX_SEGMENTS) + "}",
+        "${a." + ".".join(["b"] * (MAX_SEGMENTS + 1)) + "}",
+        "${a.01}",
+        "${a.1234567890}",
+        "${a.123456789}",
+        "${" + "a" * (MAX_REFERENCE_LENGTH + 6) + "}",
+        "${" + "a" * (MAX_REFERENCE_LENGTH - 3) + "}",
+        "x${a}y$${b}z${c.d.0}",
+        "$$${a}",
+        '${a["b"]} and ${c.d}',
+    ],
+)
+def test_the_fast_path_keeps_every_limit_of_the_grammar(text: str) -> None:
+    assert _parse_or_error(text) == _full_parse(text)

@@ -25,6 +25,7 @@ from planrail.engine.result import RunResult, StepResult
 from planrail.llm.base import LLM
 from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable
 from planrail.llm.errors import BudgetExceededError, LLMError
+from planrail.plan.compiled import CompiledPlan
 from planrail.plan.model import Plan
 from planrail.plan.secrets import Redactor
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
@@ -215,7 +216,7 @@ class Agent:
         planning = await ctx.planner.plan(ctx.goal)
         ctx.result.attempts.extend(planning.attempts)
         ctx.result.plan = planning.plan
-        await self.execute(ctx, planning.plan, reason="plan")
+        await self.execute(ctx, planning.report.compiled or planning.plan, reason="plan")
 
     # ------------------------------------------------------------------ pieces
 
@@ -248,7 +249,7 @@ class Agent:
     def execution(
         self,
         ctx: RunContext,
-        plan: Plan,
+        plan: Plan | CompiledPlan,
         *,
         reason: str = "plan",
         open_plan: bool = False,
@@ -304,7 +305,7 @@ class Agent:
     async def execute(
         self,
         ctx: RunContext,
-        plan: Plan,
+        plan: Plan | CompiledPlan,
         reuse: Mapping[str, StepResult] | None = None,
         *,
         reason: str = "plan",
@@ -362,7 +363,8 @@ class Agent:
         reuse = {sid: run.steps[sid] for sid in finished}
         if ctx.calls is not None:
             ctx.calls.new_plan(kept_calls(plan, finished, ctx.args))
-        await self.execute(ctx, planning.plan, reuse, reason=f"replan {res.replans}", previous=plan)
+        replanned = planning.report.compiled or planning.plan
+        await self.execute(ctx, replanned, reuse, reason=f"replan {res.replans}", previous=plan)
         return res.status != "refused"
 
 

@@ -118,12 +118,12 @@ def review_cmd(
     check_plan_path(plan, console)
     registry = registry_from(tools, catalog, console)
     report = validate(plan, registry)
-    if not report.valid or report.plan is None:
+    if report.compiled is None:
         report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
     try:
         execution = prepare(
-            report.plan, registry, security=security_policy(policy, strict, console)
+            report.compiled, registry, security=security_policy(policy, strict, console)
         )
     except PlanrailError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None

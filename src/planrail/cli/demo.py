@@ -22,7 +22,6 @@ from planrail.cli.jsonout import json_text
 from planrail.cli.render import print_issues, print_plan, print_result
 from planrail.engine.approval import approve_all
 from planrail.engine.result import StepResult
-from planrail.plan.effects import effects_of
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
 from planrail.runs import prepare
@@ -61,19 +60,18 @@ def run_demo(console: Console, *, fast: bool = False, crm: Path | None = None) -
 
     console.print("[bold]2. The same work as a dependency graph[/]\n")
     report = validate(_plan_text("plan.json"), registry)
-    if report.plan is None:  # the shipped plan is tested; this guards a broken install
+    if report.compiled is None:  # the shipped plan is tested; this guards a broken install
         print_issues(console, report, "the demo plan")
         return 3
-    effects = {sid: e.side_effects for sid, e in effects_of(report.plan.steps, registry).items()}
-    print_plan(console, report.plan, effects)
+    print_plan(console, report.compiled)
     console.print(
         "[dim]Approved automatically for the demo (`planrail run` asks, or takes --yes).[/]\n"
     )
 
     from planrail.cli.progress import make_progress
 
-    execution = prepare(report.plan, registry, approver=approve_all)
-    progress = make_progress(console, [s.id for s in report.plan.steps], quiet=False)
+    execution = prepare(report.compiled, registry, approver=approve_all)
+    progress = make_progress(console, [s.id for s in execution.plan.steps], quiet=False)
     execution.observers.append(progress)
     with progress:
         result = asyncio.run(execution.run())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
@@ -12,8 +12,7 @@ from rich.text import Text
 
 from planrail.cli.jsonout import json_text
 from planrail.engine.result import RunResult
-from planrail.plan.model import Plan
-from planrail.plan.refs import parse_template
+from planrail.plan.compiled import CompiledPlan
 from planrail.plan.validate import Issue, ValidationReport
 
 __all__ = ["STATUS_STYLE", "print_issues", "print_plan", "print_result"]
@@ -59,42 +58,28 @@ def _count(items: list[Any], word: str) -> str:
     return f"{len(items)} {word}{'' if len(items) == 1 else 's'}"
 
 
-def _sources(args: Any) -> str:
-    """Which steps an argument's value comes from ("user" for plain literals)."""
-    found: list[str] = []
-    stack = [args]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str) and "${" in v:
-            found.extend(r.step for r in parse_template(v).references)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return ", ".join(dict.fromkeys(found)) if found else "user"
-
-
-def print_plan(console: Console, plan: Plan, side_effects: Mapping[str, str] | None = None) -> None:
-    """The plan as a table: each step, what it calls, what it waits for, and where its inputs
-    come from ("user" for literals, else the producing steps)."""
+def print_plan(console: Console, compiled: CompiledPlan) -> None:
+    """The plan as a table: each step, what it calls, what it waits for, where its inputs
+    come from ("user" for literals, else the producing steps) and its side effects."""
+    plan = compiled.plan
     table = Table(title=plan.goal or None, show_lines=False, expand=False)
     table.add_column("step", style="bold")
     table.add_column("calls")
     table.add_column("after")
     table.add_column("arguments (source)")
-    if side_effects is not None:
-        table.add_column("side effects")
+    table.add_column("side effects")
     for step in plan.steps:
+        known = compiled.steps[step.id]
         what = step.tool or step.action
         args = []
-        for name, value in (step.args or {}).items():
-            src = _sources(value)
+        for name in step.args or {}:
+            producers = dict.fromkeys(r.step for r in known.references_under("args", name))
+            src = ", ".join(producers) or "user"
             style = "green" if src == "user" else "cyan"
             args.append(f"{name} [{style}]({src})[/]")
         row = [step.id, what, ", ".join(step.depends_on) or "—", "\n".join(args) or "—"]
-        if side_effects is not None:
-            effect = side_effects.get(step.id, "?")
-            row.append(f"[yellow]{effect}[/]" if effect not in ("none", "?") else effect)
+        effect = known.effect.side_effects
+        row.append(f"[yellow]{effect}[/]" if effect != "none" else effect)
         table.add_row(*row)
     console.print(table)
 

@@ -154,10 +154,10 @@ def run_cmd(
     if not report.valid:
         report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
-    assert report.plan is not None
+    assert report.compiled is not None
     run(
         console,
-        report.plan,
+        report.compiled,
         registry,
         store=open_store_or_exit(store, console),
         security=security,

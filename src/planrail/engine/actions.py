@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from planrail.errors import ArgumentError, OutputError
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
+from planrail.plan.refs import Parse, parse_template
 from planrail.plan.strict_json import odd_value
 from planrail.plan.tools import StepContext, Tool, ToolProtocol, ToolRegistry, ToolRunner
 
@@ -45,6 +46,8 @@ class Call:
     """The outputs references are resolved from (``item``/``self`` included when defined)."""
     stage_goal: str | None = None
     """The sub-goal of the step's stage (``None`` for a step in no stage)."""
+    parse: Parse = parse_template
+    """The parsed form of the plan's strings (the run's compiled plan's ``template``)."""
 
 
 class ActionHandler(Protocol):
@@ -102,12 +105,14 @@ class ToolAction:
 class ConditionAction:
     """``condition_check``: evaluate the step's ``condition`` predicate; the output is a boolean."""
 
-    def __init__(self) -> None:
+    def __init__(self, parse: Parse = parse_template) -> None:
         self._compiled: dict[str, tuple[Any, Predicate]] = {}
+        self._parse = parse
 
     async def __call__(self, call: Call) -> Any:
         step = call.step
         cached = self._compiled.get(step.id)
         if cached is None or cached[0] is not step.condition:
-            cached = self._compiled[step.id] = (step.condition, compile_predicate(step.condition))
+            predicate = compile_predicate(step.condition, self._parse)
+            cached = self._compiled[step.id] = (step.condition, predicate)
         return cached[1].evaluate(call.outputs)

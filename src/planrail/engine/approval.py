@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planrail.errors import ApprovalRefusedError
+from planrail.plan.compiled import CompiledPlan
 from planrail.plan.effects import Effect
 from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance
-from planrail.plan.refs import iter_references
 from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry
 
@@ -78,10 +78,20 @@ class ApprovalRequest:
     """The plan version approved before this one (a replan's), for the difference."""
     redactor: Redactor | None = None
     """The run's redactor: secret values are masked on every approval screen."""
+    compiled: CompiledPlan | None = None
+    """The run's compiled plan (``None``: compiled from ``plan`` when first needed)."""
+
+    @property
+    def compiled_plan(self) -> CompiledPlan:
+        """What validation learned about ``plan``: its references, parsed strings, effects."""
+        if self.compiled is None or self.compiled.plan is not self.plan:
+            object.__setattr__(self, "compiled", CompiledPlan.of(self.plan, self.registry))
+        assert self.compiled is not None
+        return self.compiled
 
     def sources(self, step_id: str) -> dict[str, list[str]]:
         """Where each argument of ``step_id`` comes from (see :func:`value_sources`)."""
-        return value_sources(self.plan, self.plan.step(step_id), self.reused)
+        return value_sources(self.plan, self.plan.step(step_id), self.reused, self.compiled_plan)
 
     def view(self) -> ApprovalView:
         """The approval screen as data (:mod:`planrail.engine.approval_view`)."""
@@ -105,6 +115,7 @@ class ApprovalRequest:
         outputs: Mapping[str, Any] | None = None,
         previous: Plan | None = None,
         redactor: Redactor | None = None,
+        compiled: CompiledPlan | None = None,
     ) -> ApprovalRequest:
         return cls(
             plan,
@@ -119,6 +130,7 @@ class ApprovalRequest:
             dict(outputs or {}),
             previous,
             redactor,
+            compiled,
         )
 
 
@@ -179,19 +191,27 @@ def _source(step_id: str, plan: Plan, reused: frozenset[str]) -> str:
     return f"{kind} output of {step_id}{note}"
 
 
-def value_sources(plan: Plan, step: Step, reused: Iterable[str] = ()) -> dict[str, list[str]]:
+def value_sources(
+    plan: Plan,
+    step: Step,
+    reused: Iterable[str] = (),
+    compiled: CompiledPlan | None = None,
+) -> dict[str, list[str]]:
     """Where each argument (and the prompt) of ``step`` comes from.
 
     ``["user"]`` for a literal written in the plan, else one entry per referenced step, e.g.
-    ``"tool output of fetch"`` or ``"LLM output of summarize"``.
+    ``"tool output of fetch"`` or ``"LLM output of summarize"``. The references are read off
+    ``compiled`` (the plan's compiled form; compiled here when not given).
     """
     done = frozenset(reused)
-    fields: dict[str, Any] = dict(step.args)
+    known = (compiled or CompiledPlan.of(plan)).steps.get(step.id)
+    if known is None or known.step is not step:
+        known = CompiledPlan.of(Plan(goal=plan.goal, steps=[step])).steps[step.id]
+    fields: dict[str, tuple[str, ...]] = {name: ("args", name) for name in step.args}
     if step.prompt is not None:
-        fields["(prompt)"] = step.prompt
+        fields["(prompt)"] = ("prompt",)
     sources: dict[str, list[str]] = {}
-    for name, value in fields.items():
-        refs = [t for _, t in iter_references(value)]
-        producers = list(dict.fromkeys(r.step for t in refs for r in t.references))
+    for name, where in fields.items():
+        producers = list(dict.fromkeys(r.step for r in known.references_under(*where)))
         sources[name] = [_source(p, plan, done) for p in producers] or ["user"]
     return sources

@@ -25,7 +25,7 @@ from planrail.errors import ReferenceResolutionError
 from planrail.plan.copied import in_goal
 from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance, Source, Sources
-from planrail.plan.refs import iter_references, resolve_value
+from planrail.plan.refs import Parse, iter_references, resolve_value
 from planrail.plan.secrets import REDACTED, Redactor, secret_params_of
 
 if TYPE_CHECKING:
@@ -141,8 +141,11 @@ def build_view(request: ApprovalRequest, *, author: Author = "plan") -> Approval
     """The view of ``request``; ``author`` says who wrote the plan's literals (``plan``: a
     person's plan file; ``planner``: a model)."""
     plan = request.plan
-    prov = request.provenance or Provenance(plan.by_id, request.registry, goal=plan.goal)
-    redactor = request.redactor or Redactor.for_plan(plan, request.registry)
+    compiled = request.compiled_plan
+    prov = request.provenance or Provenance(
+        plan.by_id, request.registry, goal=plan.goal, compiled=compiled
+    )
+    redactor = request.redactor or Redactor.for_compiled(compiled)
     outputs = _masked_outputs(request.outputs, redactor)
     wanted = set(request.steps)
     previous = request.previous
@@ -209,7 +212,7 @@ def _step_view(
         sources["(prompt)"] = prov.sources(step.prompt, step)
     args = []
     for name, written in fields.items():
-        value, known = _value(written, outputs)
+        value, known = _value(written, outputs, request.compiled_plan.template)
         srcs = sources.get(name, frozenset())
         shown = _sources(srcs, value if known else written, prov, author)
         args.append(
@@ -232,15 +235,15 @@ def _step_view(
     )
 
 
-def _value(written: Any, outputs: Mapping[str, Any]) -> tuple[Any, bool]:
+def _value(written: Any, outputs: Mapping[str, Any], parse: Parse) -> tuple[Any, bool]:
     """The value as the call will see it, when every reference in it is into a reused step."""
-    refs = [r for _, t in iter_references(written) for r in t.references]
+    refs = [r for _, t in iter_references(written, parse=parse) for r in t.references]
     if not refs:
         return written, True
     if not all(r.step in outputs for r in refs):
         return written, False
     try:
-        return resolve_value(written, outputs), True
+        return resolve_value(written, outputs, parse=parse), True
     except ReferenceResolutionError:
         return written, False
 

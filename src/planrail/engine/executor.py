@@ -38,9 +38,8 @@ from planrail.engine.step_runner import (
     ToolAction,
 )
 from planrail.errors import PlanrailError, ReferenceResolutionError, StoreError, error_dict
+from planrail.plan.compiled import CompiledPlan
 from planrail.plan.copied import provenance_for
-from planrail.plan.effects import effects_of, step_effect
-from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance
 from planrail.plan.refs import resolve_value
@@ -81,7 +80,7 @@ class Execution:
 
     def __init__(
         self,
-        plan: Plan,
+        plan: Plan | CompiledPlan,
         tools: ToolRegistry | Iterable[AnyTool],
         *,
         run_id: str | None = None,
@@ -110,8 +109,11 @@ class Execution:
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
-        self.plan = plan
         self.registry = ToolRegistry.of(tools)
+        self.compiled = CompiledPlan.of(plan, self.registry).for_registry(self.registry)
+        """The plan with what its validation learned (:mod:`planrail.plan.compiled`): the one
+        object the run, its redactor, provenance and approval screens read."""
+        plan = self.plan = self.compiled.plan
         self.run_id = run_id or new_run_id()
         self.max_concurrency = max_concurrency
         self.failure_mode = failure_mode
@@ -173,7 +175,7 @@ class Execution:
         self.watch_interval = 0.5
         """Seconds between looks at the store for an operator's cancel request."""
         self._steps: dict[str, Step] = dict(plan.by_id)
-        self.effects = effects_of(plan.steps, self.registry)
+        self.effects = self.compiled.effects
         """Each step's effect (:mod:`planrail.plan.effects`): the one answer to "does it change
         the world", "may it run again", "does it need approval"."""
         self._policy_given = policy
@@ -189,12 +191,12 @@ class Execution:
         self._priority: dict[str, float] = {}
         """Each step's remaining critical path (its priority when it waits for a resource)."""
         self._sealed = not open_plan
-        self.redactor = Redactor.for_steps(self._steps, self.registry, always=open_plan)
+        self.redactor = Redactor.for_compiled(self.compiled, always=open_plan)
         """Keeps secrets out of what this run records (None: the plan has none)."""
         self._guard: SecurityGuard | None = None
         self._held: list[str] = []
         """Ready steps of an open plan that change the world: they wait for :meth:`seal`."""
-        self.scheduler = Scheduler(self._nodes(plan.steps))
+        self.scheduler = Scheduler(self._nodes(plan.steps, self.compiled.priority()))
         if self._sealed:
             self.scheduler.close()
         self.calls = call_guard if call_guard is not None else CallGuard.for_policy(self.policy)
@@ -202,21 +204,7 @@ class Execution:
         self._stages = StageGate.for_plan(plan, self.scheduler.state) if plan.stages else None
         self._stage_goals = stage_goals(plan)
 
-    def _nodes(self, steps: Iterable[Step]) -> list[Node]:
-        steps = list(steps)
-        by_id = self._steps
-        deps = {s.id: s.depends_on for s in steps}
-
-        def estimate(sid: str) -> float:
-            step = by_id[sid]
-            if step.estimated_duration is not None:
-                return step.estimated_duration
-            spec = self.registry.spec(step.tool or "")
-            if spec is not None and spec.estimated_duration is not None:
-                return spec.estimated_duration
-            return 1.0
-
-        priority = critical_path_lengths(deps, estimate)
+    def _nodes(self, steps: Iterable[Step], priority: Mapping[str, float]) -> list[Node]:
         self._priority.update(priority)
         return [Node(s.id, s.depends_on, s.join, priority[s.id]) for s in steps]
 
@@ -234,12 +222,15 @@ class Execution:
         for step in new:
             if step.id in self._steps:
                 raise ValueError(f"step {step.id!r} is already in the plan")
+        for compiled in self.compiled.extend(new):
+            step = compiled.step
             self._steps[step.id] = step
             self.results[step.id] = StepResult(step.id)
-            self.effects[step.id] = step_effect(step, self.registry)
+            self.effects[step.id] = compiled.effect
         if self.redactor is not None:
             self.redactor.add_steps(new)
-        self._skipped(self.scheduler.add(self._nodes(new)))
+        priority = self.compiled.priority(s.id for s in new)
+        self._skipped(self.scheduler.add(self._nodes(new, priority)))
         if self.status == "running":
             self._dispatch()
 
@@ -265,6 +256,7 @@ class Execution:
         if len(plan.steps) != len(self._steps):
             raise ValueError("the sealed plan lacks steps that were streamed")
         self.plan = plan
+        self.compiled.rebind(plan)
         self._sealed = True
         if plan.stages:  # steps that started before the seal did not wait for a stage check
             self._stage_goals.update(stage_goals(plan))
@@ -344,6 +336,7 @@ class Execution:
             stage_goals=self._stage_goals,
             items_done=self._ckpt.items_done if self._ckpt is not None else None,
             on_item=self._item_done if self._ckpt is not None else None,
+            parse=self.compiled.template,
         )
         self.status = "running"
         if self._ckpt is not None:
@@ -406,6 +399,7 @@ class Execution:
             outputs={sid: r.output for sid, r in self._restored.items()},
             previous=self.previous,
             redactor=self.redactor,
+            compiled=self.compiled,
         )
 
     def _build_guard(self) -> None:
@@ -430,6 +424,7 @@ class Execution:
             goal=self.plan.goal,
             trusted=self.security.trusted if self.security is not None else (),
             seen=seen,
+            compiled=self.compiled,
         )
 
     async def _open_checkpoint(self) -> None:
@@ -923,7 +918,9 @@ class Execution:
             )
         if self.plan.output is not None and self.status == "succeeded":
             try:
-                self.run_output = resolve_value(self.plan.output, self.outputs)
+                self.run_output = resolve_value(
+                    self.plan.output, self.outputs, parse=self.compiled.template
+                )
             except ReferenceResolutionError as exc:
                 self.status = "failed"
                 self.error = f"the plan's output could not be resolved: {exc.message}"

@@ -45,12 +45,12 @@ from planrail.engine.attempts import (
 from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
 from planrail.engine.resources import ResourceGate
 from planrail.errors import PlanrailError, ReferenceResolutionError, RepeatedCallError, error_dict
-from planrail.plan.compiled import Filler
 from planrail.plan.effects import step_effect
+from planrail.plan.fill import Filler
 from planrail.plan.first import compile_args, fill_first
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
-from planrail.plan.refs import copy_json, resolve_value
+from planrail.plan.refs import Parse, copy_json, parse_template, resolve_value
 from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
 from planrail.policies.limits import LoopExhaustedError, RunPolicy
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy
@@ -129,9 +129,13 @@ class StepRunner:
         stage_goals: Mapping[str, str] | None = None,
         items_done: Mapping[str, Mapping[int, tuple[Any, Any]]] | None = None,
         on_item: Callable[[Step, int, Any, Any], None] | None = None,
+        parse: Parse = parse_template,
     ) -> None:
         self.handlers = dict(handlers)
-        self.handlers.setdefault("condition_check", ConditionAction())
+        self.parse = parse
+        """The parsed form of the plan's strings (its compiled plan's ``template``)."""
+        self._first = functools.partial(_fill_first, parse)
+        self.handlers.setdefault("condition_check", ConditionAction(parse))
         self.goal = goal
         self.stage_goals: Mapping[str, str] = stage_goals if stage_goals is not None else {}
         """Each staged step's sub-goal, handed to its action with the goal anchor."""
@@ -317,7 +321,7 @@ class StepRunner:
         key = base.idempotency_key if index is None else f"{base.idempotency_key}:{index}"
         primary = step is job.step
         handler = job.handler if primary else self.handlers["tool_call"]
-        resolve = functools.partial(_resolve, outputs)
+        resolve = functools.partial(_resolve, self.parse, outputs)
 
         async def perform(n: int) -> Any:
             ctx = StepContext(base.run_id, base.step_id, n, key, index, history)
@@ -329,6 +333,7 @@ class StepRunner:
                 resolve,
                 outputs=outputs,
                 stage_goal=self.stage_goals.get(job.step.id),
+                parse=self.parse,
             )
             try:
                 return await handler(call)
@@ -493,15 +498,16 @@ class StepRunner:
         if filler is None:
             if key not in self._filled_once:
                 self._filled_once.add(key)
-                return lambda outputs: resolve_value(value, outputs, fill_first)
-            filler = self._fillers[key] = compile_args(value)
+                parse, first = self.parse, self._first
+                return lambda outputs: resolve_value(value, outputs, first, parse)
+            filler = self._fillers[key] = compile_args(value, self.parse)
         return filler
 
     def _predicate(self, step: Step, name: str, value: Any) -> Predicate:
         key = (step.id, name)
         pred = self._predicates.get(key)
         if pred is None:
-            pred = self._predicates[key] = compile_predicate(value)
+            pred = self._predicates[key] = compile_predicate(value, self.parse)
         return pred
 
     # ------------------------------------------------------------------ fan-out
@@ -579,5 +585,9 @@ class _ItemFailed(Exception):
     """Internal: an item of a fan-out failed for good; the others are cancelled."""
 
 
-def _resolve(outputs: Mapping[str, Any], value: Any) -> Any:
-    return compile_args(value)(outputs)
+def _resolve(parse: Parse, outputs: Mapping[str, Any], value: Any) -> Any:
+    return compile_args(value, parse)(outputs)
+
+
+def _fill_first(parse: Parse, value: dict[str, Any], outputs: Mapping[str, Any]) -> Any:
+    return fill_first(value, outputs, parse)

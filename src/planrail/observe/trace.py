@@ -151,6 +151,9 @@ class TraceWriter:
         own = getattr(ex, "redactor", None)
         if isinstance(own, Redactor):
             return own
+        compiled = getattr(ex, "compiled", None)
+        if compiled is not None:
+            return Redactor.for_compiled(compiled)
         return Redactor.for_plan(ex.plan, ex.registry)
 
     def _header(self, event: Event) -> dict[str, Any]:

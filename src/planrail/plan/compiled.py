@@ -1,76 +1,190 @@
-"""Arguments compiled once per step, filled many times: the executor's hot path.
+"""The compiled plan: what validation learned about a plan, kept for everything after it.
 
-``compile_value(args)`` parses every template in ``args`` a single time and returns a function
-that builds a fresh copy of ``args`` with the references filled from a mapping of outputs.
-Behaviour is exactly :func:`planrail.plan.refs.resolve_value`'s; only the parsing moves out of
-the loop.
+Validation (:func:`planrail.plan.validate.check_plan`) parses every string of a plan that may
+hold a reference, finds each step's references and where they sit, and knows each step's effect.
+A :class:`CompiledPlan` keeps all of it beside the :class:`~planrail.plan.model.Plan`:
+
+- ``template(text)``: the parsed form of each string (a :data:`~planrail.plan.refs.Parse`), from
+  which the executor builds its argument fillers and predicates;
+- ``steps[id].references``: each reference with its path in the step (``("args", "to")``), which
+  the redactor reads for secret paths and provenance for the inputs of a step;
+- ``steps[id].effect``: the answer of :mod:`planrail.plan.effects`;
+- ``hash`` and ``priority()`` (each step's remaining critical path).
+
+Nothing parses or walks a plan's references again after validation, and nothing depends on a
+process-wide cache. A plan built in Python without validation is compiled by
+:meth:`CompiledPlan.of` (one walk, no checks); an open plan (streamed, replanned) grows with
+:meth:`CompiledPlan.extend`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from planrail.plan.refs import Reference, copy_json, parse_template, resolve_path
+from planrail.errors import ReferenceSyntaxError
+from planrail.plan.effects import Effect, step_effect
+from planrail.plan.graph import critical_path_lengths
+from planrail.plan.model import Plan, Step
+from planrail.plan.refs import Reference, Segment, Template, iter_strings_with_dollar
+from planrail.plan.refs import parse_template as _parse
+from planrail.plan.tools import ToolRegistry
 
-__all__ = ["Filler", "compile_value"]
+__all__ = ["LOCAL_NAMES", "CompiledPlan", "CompiledStep", "StepPath", "step_fields"]
 
-Filler = Callable[[Mapping[str, Any]], Any]
+StepPath = tuple[Segment, ...]
+"""Where a value sits in a step: ``("args", "to")``, ``("fallback", "args", "to", 0)``."""
 
-
-def compile_value(value: Any) -> Filler:
-    """A function ``outputs -> value with references filled`` (fresh containers every call)."""
-    if isinstance(value, str) and "$" in value:
-        template = parse_template(value)
-        single = template.single
-        return _single(single) if single is not None else template.render
-    if isinstance(value, dict) and _has_dollar(value):
-        parts = [(k, compile_value(v)) for k, v in value.items()]
-
-        def fill_dict(outputs: Mapping[str, Any]) -> Any:
-            return {k: f(outputs) for k, f in parts}
-
-        return fill_dict
-    if isinstance(value, list) and _has_dollar(value):
-        items = [compile_value(v) for v in value]
-
-        def fill_list(outputs: Mapping[str, Any]) -> Any:
-            return [f(outputs) for f in items]
-
-        return fill_list
-    return _constant(value)
+LOCAL_NAMES = {"item": "for_each", "self": "repeat"}
+"""Names a step may reference besides other steps: the current ``for_each`` item and the
+``repeat`` loop's previous output."""
 
 
-def _single(ref: Reference) -> Filler:
-    def fill(outputs: Mapping[str, Any]) -> Any:
-        return copy_json(resolve_path(outputs, ref))
+@dataclass(frozen=True, slots=True)
+class CompiledStep:
+    """One step and what validation learned about it."""
 
-    return fill
+    step: Step
+    references: tuple[tuple[StepPath, Reference], ...]
+    """Every well-formed reference the step holds, with its path, in document order (``item``
+    and ``self`` included)."""
+    effect: Effect
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """The steps whose outputs its references read (locals left out)."""
+        return frozenset(r.step for _, r in self.references if r.step not in LOCAL_NAMES)
+
+    def references_under(self, *prefix: Segment) -> list[Reference]:
+        """The references inside the field at ``prefix`` (``"args"``, ``"to"``)."""
+        n = len(prefix)
+        return [r for p, r in self.references if p[:n] == prefix]
 
 
-def _constant(value: Any) -> Filler:
-    if isinstance(value, dict | list):
+class CompiledPlan:
+    """A plan with what its validation learned (see the module docstring)."""
 
-        def copy(_outputs: Mapping[str, Any]) -> Any:
-            return copy_json(value)
+    def __init__(
+        self,
+        plan: Plan,
+        registry: ToolRegistry,
+        templates: dict[str, Template] | None = None,
+        references: Mapping[str, Sequence[tuple[StepPath, Reference]]] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.registry = registry
+        self._templates: dict[str, Template] = templates if templates is not None else {}
+        self.steps: dict[str, CompiledStep] = {}
+        self._priority: dict[str, float] | None = None
+        self.checked_with: object = None
+        """What validation checked it with (its options and limits), set by
+        :func:`~planrail.plan.validate.check_plan`; ``None``: compiled without validation."""
+        for step in plan.steps:
+            found = references.get(step.id) if references is not None else None
+            self._add(step, found)
 
-        return copy
+    @classmethod
+    def of(cls, plan: Plan | CompiledPlan, registry: ToolRegistry | None = None) -> CompiledPlan:
+        """``plan`` compiled (without validation: malformed references are left out, and fail
+        their step when it fills them); a compiled plan as it is."""
+        if isinstance(plan, CompiledPlan):
+            return plan
+        return cls(plan, registry if registry is not None else ToolRegistry())
 
-    def same(_outputs: Mapping[str, Any]) -> Any:
-        return value
+    def for_registry(self, registry: ToolRegistry) -> CompiledPlan:
+        """This plan compiled against ``registry`` (itself when it is the same registry): the
+        parsed strings and references are kept, the effects are asked again."""
+        if registry is self.registry:
+            return self
+        refs = {sid: c.references for sid, c in self.steps.items()}
+        return CompiledPlan(self.plan, registry, self._templates, refs)  # not checked with it
 
-    return same
+    @property
+    def hash(self) -> str:
+        """The plan's canonical hash (what an approval is bound to)."""
+        return self.plan.hash
+
+    @property
+    def effects(self) -> dict[str, Effect]:
+        """Each step's effect, by id (a new dict)."""
+        return {sid: c.effect for sid, c in self.steps.items()}
+
+    def template(self, text: str) -> Template:
+        """The parsed form of ``text``: parsed once, then kept (raises
+        :class:`~planrail.errors.ReferenceSyntaxError` when malformed)."""
+        t = self._templates.get(text)
+        if t is None:
+            t = self._templates[text] = _parse(text)
+        return t
+
+    def extend(self, steps: Iterable[Step]) -> list[CompiledStep]:
+        """Compile steps added to an open plan."""
+        self._priority = None
+        return [self._add(step, None) for step in steps]
+
+    def rebind(self, plan: Plan) -> None:
+        """The sealed form of an open plan: the same steps, now one :class:`Plan`."""
+        self.plan = plan
+
+    def priority(self, steps: Iterable[str] | None = None) -> dict[str, float]:
+        """Each step's remaining critical path (its estimated duration plus its longest chain of
+        dependents'): its priority when it waits for a resource. ``steps``: only among these."""
+        if steps is None and self._priority is not None:
+            return self._priority
+        chosen = self.steps if steps is None else {s: self.steps[s] for s in steps}
+        deps = {sid: c.step.depends_on for sid, c in chosen.items()}
+        spec = self.registry.spec
+
+        def estimate(sid: str) -> float:
+            step = self.steps[sid].step
+            if step.estimated_duration is not None:
+                return step.estimated_duration
+            found = spec(step.tool or "")
+            if found is not None and found.estimated_duration is not None:
+                return found.estimated_duration
+            return 1.0
+
+        lengths = critical_path_lengths(deps, estimate)
+        if steps is None:
+            self._priority = lengths
+        return lengths
+
+    # ------------------------------------------------------------------ building
+
+    def _add(self, step: Step, found: Sequence[tuple[StepPath, Reference]] | None) -> CompiledStep:
+        if found is None:
+            found = list(self._walk(step))
+        compiled = self.steps[step.id] = CompiledStep(
+            step, tuple(found), step_effect(step, self.registry)
+        )
+        return compiled
+
+    def _walk(self, step: Step) -> Iterator[tuple[StepPath, Reference]]:
+        for field, value in step_fields(step):
+            for segments, text in iter_strings_with_dollar(value, field):
+                try:
+                    t = self.template(text)
+                except ReferenceSyntaxError:
+                    continue
+                for ref in t.references:
+                    yield segments, ref
 
 
-def _has_dollar(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            if "$" in v:
-                return True
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return False
+def step_fields(step: Step) -> Iterator[tuple[StepPath, Any]]:
+    """The fields of a step that may hold references, with their paths."""
+    yield ("args",), step.args
+    if step.prompt is not None:
+        yield ("prompt",), step.prompt
+    if step.condition is not None:
+        yield ("condition",), step.condition
+    if step.when is not None:
+        yield ("when",), step.when
+    if step.for_each is not None:
+        yield ("for_each",), step.for_each
+    if step.fallback is not None:
+        yield ("fallback", "args"), step.fallback.args
+        if "value" in step.fallback.model_fields_set:
+            yield ("fallback", "value"), step.fallback.value
+    if step.repeat is not None:
+        yield ("repeat", "until"), step.repeat.until

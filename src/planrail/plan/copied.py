@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from planrail.plan.compiled import CompiledPlan
     from planrail.plan.model import Step
     from planrail.plan.provenance import Provenance, Source, Sources
     from planrail.plan.tools import ToolRegistry
@@ -161,13 +162,14 @@ def provenance_for(
     goal: str = "",
     trusted: Iterable[str] = (),
     seen: Mapping[str, Any] | None = None,
+    compiled: CompiledPlan | None = None,
 ) -> Provenance:
     """The provenance a run decides with: ``trusted`` sources, the ``goal`` the user typed,
     and ``seen`` — the outputs (by step id) the plan's author read before writing it (the
     finished steps a replan reuses), whose values taint the literals copied from them."""
     from planrail.plan.provenance import Provenance
 
-    prov = Provenance(steps, registry, trusted=trusted, goal=goal)
+    prov = Provenance(steps, registry, trusted=trusted, goal=goal, compiled=compiled)
     if seen:
         pairs = [(out, prov.output(sid)) for sid, out in seen.items() if sid in steps]
         index = Seen.of(pairs, goal)

@@ -12,6 +12,7 @@ twice on purpose (a clock, a queue) is legitimate.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from planrail.plan.validate_context import Context
 
@@ -26,9 +27,8 @@ def duplicate_calls_pass(ctx: Context) -> None:
             continue
         if ctx.skips(step, "args"):  # malformed: reported, and left out (so empty here)
             continue
-        try:
-            key = (step.tool, json.dumps(step.args, sort_keys=True, separators=(",", ":")))
-        except (TypeError, ValueError):  # not JSON: reported by the shape pass
+        key = _call_key(step.tool, step.args)
+        if key is None:  # not JSON: reported by the shape pass
             continue
         earlier = first.setdefault(key, step.id)
         if earlier != step.id:
@@ -39,3 +39,18 @@ def duplicate_calls_pass(ctx: Context) -> None:
                 f"step '{step.id}' calls '{step.tool}' with the same arguments as step"
                 f" '{earlier}'; reference ${{{earlier}}} instead of calling it again",
             )
+
+
+def _call_key(tool: str, args: dict[str, Any]) -> tuple[str, Any] | None:
+    """What two calls share exactly when they are the same call: flat arguments of strings,
+    integers, booleans and nulls as a sorted tuple (their types kept: ``1`` is not ``true``),
+    anything else as canonical JSON."""
+    if all(type(v) in _FLAT for v in args.values()):
+        return tool, tuple(sorted((k, type(v).__name__, v) for k, v in args.items()))
+    try:
+        return tool, json.dumps(args, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
+_FLAT = frozenset((str, int, bool, type(None)))

@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from planrail.errors import ReferenceResolutionError
-from planrail.plan.compiled import Filler, compile_value
-from planrail.plan.refs import FIRST, parse_template
+from planrail.plan.fill import Filler, compile_value
+from planrail.plan.refs import FIRST, Parse, parse_template
 
 __all__ = [
     "FIRST",
@@ -66,18 +66,18 @@ def _shape_problem(v: dict[str, Any]) -> str | None:
     return None
 
 
-def compile_args(value: Any) -> Filler:
-    """Like :func:`~planrail.plan.compiled.compile_value`, also resolving ``$first`` objects.
+def compile_args(value: Any, parse: Parse = parse_template) -> Filler:
+    """Like :func:`~planrail.plan.fill.compile_value`, also resolving ``$first`` objects.
 
     Raises ``ValueError`` for a malformed ``$first`` (the validator reports those first).
     """
     if not has_first(value):
-        return compile_value(value)
+        return compile_value(value, parse)
     if type(value) is dict and FIRST in value:
         problem = _shape_problem(value)
         if problem:
             raise ValueError(problem)
-        candidates = [(compile_args(c), _steps_of(c)) for c in value[FIRST]]
+        candidates = [(compile_args(c, parse), _steps_of(c, parse)) for c in value[FIRST]]
 
         def first(outputs: Mapping[str, Any]) -> Any:
             absent: list[str] = []
@@ -93,15 +93,17 @@ def compile_args(value: Any) -> Filler:
 
         return first
     if type(value) is dict:
-        parts = [(k, compile_args(v)) for k, v in value.items()]
+        parts = [(k, compile_args(v, parse)) for k, v in value.items()]
         return lambda o: {k: f(o) for k, f in parts}
-    items = [compile_args(v) for v in value]
+    items = [compile_args(v, parse) for v in value]
     return lambda o: [f(o) for f in items]
 
 
-def fill_first(value: dict[str, Any], outputs: Mapping[str, Any]) -> Any:
+def fill_first(
+    value: dict[str, Any], outputs: Mapping[str, Any], parse: Parse = parse_template
+) -> Any:
     """The value of one ``{"$first": ...}`` object: ``resolve_value``'s ``on_first`` hook."""
-    return compile_args(value)(outputs)
+    return compile_args(value, parse)(outputs)
 
 
 def has_first(value: Any) -> bool:
@@ -118,7 +120,7 @@ def has_first(value: Any) -> bool:
     return False
 
 
-def _steps_of(value: Any) -> frozenset[str]:
+def _steps_of(value: Any, parse: Parse) -> frozenset[str]:
     """The steps a candidate references directly (not inside a nested ``$first``)."""
     steps: set[str] = set()
     stack = [value]
@@ -126,7 +128,7 @@ def _steps_of(value: Any) -> frozenset[str]:
         v = stack.pop()
         if isinstance(v, str):
             if "$" in v:
-                steps.update(r.step for r in parse_template(v).references)
+                steps.update(r.step for r in parse(v).references)
         elif type(v) is dict:
             if FIRST not in v:
                 stack.extend(v.values())

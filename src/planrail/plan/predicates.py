@@ -37,7 +37,7 @@ from typing import Any
 
 from planrail.errors import PlanError, PlanrailError, ReferenceResolutionError, ReferenceSyntaxError
 from planrail.plan.first import compile_args
-from planrail.plan.refs import Reference, parse_reference, parse_template, resolve_path
+from planrail.plan.refs import Parse, Reference, parse_reference, parse_template, resolve_path
 from planrail.plan.schema import json_type
 
 __all__ = [
@@ -106,17 +106,18 @@ class Predicate:
         return self._fn(outputs)
 
 
-def check_predicate(value: Any) -> list[tuple[str, str]]:
+def check_predicate(value: Any, parse: Parse = parse_template) -> list[tuple[str, str]]:
     """Every problem in ``value`` as ``(path, message)``; ``path`` is relative (``.all[1].eq``)."""
     problems: list[tuple[str, str]] = []
-    _build(value, "", 0, problems)
+    _build(value, "", 0, problems, parse)
     return problems
 
 
-def compile_predicate(value: Any) -> Predicate:
-    """Check ``value`` and return it ready to evaluate; :class:`PredicateSyntaxError` if not."""
+def compile_predicate(value: Any, parse: Parse = parse_template) -> Predicate:
+    """Check ``value`` and return it ready to evaluate; :class:`PredicateSyntaxError` if not.
+    ``parse`` gives the parsed form of its strings (a compiled plan's ``template``)."""
     problems: list[tuple[str, str]] = []
-    fn = _build(value, "", 0, problems)
+    fn = _build(value, "", 0, problems, parse)
     if problems or fn is None:
         raise PredicateSyntaxError(problems or [("", "not a predicate")])
     return Predicate(value, fn)
@@ -125,7 +126,13 @@ def compile_predicate(value: Any) -> Predicate:
 # ---------------------------------------------------------------- building
 
 
-def _build(value: Any, path: str, depth: int, problems: list[tuple[str, str]]) -> _Eval | None:
+def _build(
+    value: Any,
+    path: str,
+    depth: int,
+    problems: list[tuple[str, str]],
+    parse: Parse = parse_template,
+) -> _Eval | None:
     if depth > MAX_PREDICATE_DEPTH:
         problems.append((path, f"nested deeper than {MAX_PREDICATE_DEPTH} levels"))
         return None
@@ -133,7 +140,7 @@ def _build(value: Any, path: str, depth: int, problems: list[tuple[str, str]]) -
         const: bool = value
         return lambda _o: const
     if isinstance(value, str):
-        ref = _single_reference(value, path, problems)
+        ref = _single_reference(value, path, problems, parse)
         if ref is None:
             return None
         found: Reference = ref
@@ -153,7 +160,7 @@ def _build(value: Any, path: str, depth: int, problems: list[tuple[str, str]]) -
         if not isinstance(arg, list) or len(arg) != 2:
             problems.append((at, f"'{op}' takes a list of two operands"))
             return None
-        left, right = (_operand(a, f"{at}[{i}]", problems) for i, a in enumerate(arg))
+        left, right = (_operand(a, f"{at}[{i}]", problems, parse) for i, a in enumerate(arg))
         if left is None or right is None:
             return None
         name = _BINARY[op]
@@ -162,7 +169,7 @@ def _build(value: Any, path: str, depth: int, problems: list[tuple[str, str]]) -
         if not isinstance(arg, str):
             problems.append((at, "'exists' takes one reference, such as \"${step.field}\""))
             return None
-        ref = _single_reference(arg, at, problems)
+        ref = _single_reference(arg, at, problems, parse)
         if ref is None:
             return None
         return lambda o: _exists(o, ref)
@@ -170,7 +177,7 @@ def _build(value: Any, path: str, depth: int, problems: list[tuple[str, str]]) -
         if not isinstance(arg, list) or not arg:
             problems.append((at, f"'{op}' takes a non-empty list of predicates"))
             return None
-        parts = [_build(p, f"{at}[{i}]", depth + 1, problems) for i, p in enumerate(arg)]
+        parts = [_build(p, f"{at}[{i}]", depth + 1, problems, parse) for i, p in enumerate(arg)]
         if any(p is None for p in parts):
             return None
         fns = [p for p in parts if p is not None]
@@ -178,7 +185,7 @@ def _build(value: Any, path: str, depth: int, problems: list[tuple[str, str]]) -
             return lambda o: all(f(o) for f in fns)
         return lambda o: any(f(o) for f in fns)
     if op == "not":
-        inner = _build(arg, at, depth + 1, problems)
+        inner = _build(arg, at, depth + 1, problems, parse)
         if inner is None:
             return None
         return lambda o: not inner(o)
@@ -186,9 +193,17 @@ def _build(value: Any, path: str, depth: int, problems: list[tuple[str, str]]) -
     return None
 
 
-def _single_reference(s: str, path: str, problems: list[tuple[str, str]]) -> Reference | None:
+def _single_reference(
+    s: str, path: str, problems: list[tuple[str, str]], parse: Parse
+) -> Reference | None:
     try:
-        return parse_reference(s)
+        single = parse(s).single
+    except ReferenceSyntaxError:
+        single = None
+    if single is not None and s.startswith("${"):
+        return single
+    try:
+        return parse_reference(s)  # for its message
     except ReferenceSyntaxError as exc:
         problems.append(
             (path, f'expected exactly one reference such as "${{step.field}}": {exc.message}')
@@ -197,11 +212,11 @@ def _single_reference(s: str, path: str, problems: list[tuple[str, str]]) -> Ref
 
 
 def _operand(
-    value: Any, path: str, problems: list[tuple[str, str]]
+    value: Any, path: str, problems: list[tuple[str, str]], parse: Parse
 ) -> Callable[[Outputs], Any] | None:
     try:
-        _check_templates(value)
-        return compile_args(value)
+        _check_templates(value, parse)
+        return compile_args(value, parse)
     except ReferenceSyntaxError as exc:
         problems.append((path, exc.message))
     except ValueError as exc:
@@ -209,13 +224,13 @@ def _operand(
     return None
 
 
-def _check_templates(value: Any) -> None:
+def _check_templates(value: Any, parse: Parse) -> None:
     stack = [value]
     while stack:
         v = stack.pop()
         if isinstance(v, str):
             if "$" in v:
-                parse_template(v)
+                parse(v)
         elif isinstance(v, dict):
             stack.extend(v.values())
         elif isinstance(v, list):

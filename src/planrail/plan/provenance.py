@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from planrail.errors import ReferenceSyntaxError
 from planrail.plan.first import FIRST
-from planrail.plan.refs import Reference, parse_template
+from planrail.plan.refs import Parse, Reference, parse_template
 
 if TYPE_CHECKING:
+    from planrail.plan.compiled import CompiledPlan
     from planrail.plan.copied import Seen
     from planrail.plan.model import Plan, Step
     from planrail.plan.tools import ToolRegistry, ToolSpec
@@ -175,9 +176,14 @@ class Provenance:
         trusted: Iterable[str] = (),
         seen: Seen | None = None,
         goal: str = "",
+        compiled: CompiledPlan | None = None,
     ) -> None:
         self._steps = steps
         self.registry = registry
+        self._compiled = compiled
+        """The compiled plan the steps belong to: its parsed strings and references are read,
+        not parsed or walked again."""
+        self._parse: Parse = compiled.template if compiled is not None else parse_template
         self.trusted = tuple(trusted)
         """Patterns of trusted sources: ``tool:NAME`` (the whole output) or
         ``tool:NAME.FIELD`` (a field; ``*`` for list indexes), fnmatch globs."""
@@ -222,7 +228,7 @@ class Provenance:
                     found |= self._literal(v)
                     continue
                 try:
-                    parts = parse_template(v).parts
+                    parts = self._parse(v).parts
                 except ReferenceSyntaxError:
                     found.add(USER)  # never resolved: the step fails before any call
                     continue
@@ -325,7 +331,7 @@ class Provenance:
         if available is None:
             return list(cands)
         for cand in cands:
-            if all(s in available for s in _direct_steps(cand) if s in self._steps):
+            if all(s in available for s in _direct_steps(cand, self._parse) if s in self._steps):
                 return [cand]
         return []
 
@@ -348,10 +354,17 @@ class Provenance:
                 raise ValueError(f"step {sid!r} reads its own output through a cycle")
             on_path.add(sid)
             stack.append((sid, True))
-            for dep in _read_steps(self._steps[sid]):
+            for dep in self._read_steps(self._steps[sid]):
                 if dep in self._steps and dep not in self._done and dep != sid:
                     stack.append((dep, False))
         return self._done[step_id]
+
+    def _read_steps(self, step: Step) -> set[str]:
+        """Ids named by references in the fields whose data flows into the step's output."""
+        compiled = self._compiled.steps.get(step.id) if self._compiled is not None else None
+        if compiled is None or compiled.step is not step:
+            return _read_steps(step, self._parse)
+        return {r.step for p, r in compiled.references if p[0] in _READ or p[:2] in _READ}
 
     def _compute(self, step: Step) -> _Static:
         inputs: set[Source] = set()
@@ -440,15 +453,21 @@ def _any_untrusted(schema: Any) -> bool:
     return False
 
 
-def _read_steps(step: Step) -> set[str]:
+def _read_steps(step: Step, parse: Parse) -> set[str]:
     """Ids named by references in the fields whose data flows into the step's output."""
     values: list[Any] = [step.args, step.for_each, step.prompt, step.condition]
     if step.fallback is not None:
         values += [step.fallback.args, step.fallback.value]
-    return _direct_steps(values, through_first=True)
+    return _direct_steps(values, parse, through_first=True)
 
 
-def _direct_steps(value: Any, *, through_first: bool = False) -> set[str]:
+_READ = frozenset(
+    ("args", "for_each", "prompt", "condition", ("fallback", "args"), ("fallback", "value"))
+)
+"""The fields (:data:`~planrail.plan.compiled.StepPath` heads) :func:`_read_steps` reads."""
+
+
+def _direct_steps(value: Any, parse: Parse, *, through_first: bool = False) -> set[str]:
     found: set[str] = set()
     stack = [value]
     while stack:
@@ -457,7 +476,7 @@ def _direct_steps(value: Any, *, through_first: bool = False) -> set[str]:
         if kind is str:
             if "$" in v:
                 try:
-                    found.update(r.step for r in parse_template(v).references)
+                    found.update(r.step for r in parse(v).references)
                 except ReferenceSyntaxError:
                     continue
         elif kind is dict:

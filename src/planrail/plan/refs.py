@@ -18,11 +18,10 @@ internals, and text such as ``{0.__class__}`` or ``{{ x }}`` is inert.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from planrail.errors import ReferenceResolutionError, ReferenceSyntaxError
@@ -30,6 +29,7 @@ from planrail.errors import ReferenceResolutionError, ReferenceSyntaxError
 __all__ = [
     "MAX_REFERENCE_LENGTH",
     "MAX_SEGMENTS",
+    "Parse",
     "Reference",
     "Template",
     "iter_references",
@@ -73,24 +73,34 @@ class Reference:
         return "${" + "".join(out) + "}"
 
 
-@dataclass(frozen=True, slots=True)
 class Template:
-    """A string split into literal text and references.
+    """A string split into literal text and references (immutable by convention; compared by
+    ``parts``).
 
-    ``single`` is set when the whole string is exactly one reference (the value keeps its type).
+    ``single`` is set when the whole string is exactly one reference (the value keeps its type);
+    ``references`` are the references among ``parts``, in order.
     """
 
-    parts: tuple[str | Reference, ...]
-    single: Reference | None = field(init=False, compare=False, repr=False)
+    __slots__ = ("parts", "references", "single")
 
-    def __post_init__(self) -> None:
-        parts = self.parts
-        one = parts[0] if len(parts) == 1 and isinstance(parts[0], Reference) else None
-        object.__setattr__(self, "single", one)
+    def __init__(
+        self, parts: tuple[str | Reference, ...], references: tuple[Reference, ...] | None = None
+    ) -> None:
+        # A plain slotted class: a frozen dataclass's __post_init__ cost more than the parse.
+        if references is None:
+            references = tuple(p for p in parts if type(p) is Reference)
+        self.parts = parts
+        self.references = references
+        self.single: Reference | None = references[0] if len(parts) == 1 and references else None
 
-    @property
-    def references(self) -> tuple[Reference, ...]:
-        return tuple(p for p in self.parts if isinstance(p, Reference))
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Template) and other.parts == self.parts
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+    def __repr__(self) -> str:
+        return f"Template(parts={self.parts!r})"
 
     def render(self, outputs: Mapping[str, Any]) -> Any:
         """Fill the references from ``outputs`` (step id → plain JSON output)."""
@@ -133,30 +143,25 @@ def _not_json(value: Any) -> Any:
 def parse_template(text: str) -> Template:
     """Split ``text`` into literal pieces and references, in one left-to-right pass.
 
-    Raises :class:`ReferenceSyntaxError` (with the offset) for a malformed ``${...}``. Short
-    strings (the usual ``${step.field}`` arguments) are cached — results are immutable — so the
-    executor reuses what the validator parsed; long ones are parsed afresh so a hostile plan
-    cannot fill memory through the cache. The cache holds 2**18 strings (about 270 bytes each,
-    so at most ~70 MB): enough for the ~170,000 distinct references of a 100,000-step plan. A
-    smaller one thrashes on such a plan — the validator parses in plan order, so does the run,
-    and least-recently-used eviction then drops every entry just before it is needed.
+    Raises :class:`ReferenceSyntaxError` (with the offset) for a malformed ``${...}``. Every
+    call parses afresh: a plan's strings are parsed once, by its validation, into its
+    :class:`~planrail.plan.compiled.CompiledPlan`, whose ``template`` is what the run and every
+    other reader use (a :data:`Parse`).
     """
-    if len(text) <= _CACHED_LENGTH:
-        return _parse_template_cached(text)
     return _parse_template(text)
 
 
-_CACHED_LENGTH = 256
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def _parse_template_cached(text: str) -> Template:
-    return _parse_template(text)
+Parse = Callable[[str], "Template"]
+"""Where a reader gets the parsed form of a string: :func:`parse_template`, or a compiled
+plan's ``template`` (parsed once, at validation)."""
 
 
 def _parse_template(text: str) -> Template:
     if "$" not in text:
         return Template((text,))
+    fast = _parse_simple(text)
+    if fast is not None:
+        return fast
     parts: list[str | Reference] = []
     literal: list[str] = []
     i, n = 0, len(text)
@@ -184,6 +189,51 @@ def _parse_template(text: str) -> Template:
     if tail or not parts:
         parts.append(tail)
     return Template(tuple(parts))
+
+
+_SIMPLE_OR_ESCAPE = re.compile(
+    r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)((?:\.(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8}))*)\}"
+)
+
+
+def _parse_simple(text: str) -> Template | None:
+    """The common case in one regex scan: every ``${`` in ``text`` is a ``$${`` escape or a
+    dotted reference within the limits. ``None`` sends the text to the full parser (brackets,
+    errors, limits), which gives the same result for everything this accepts."""
+    matches = list(_SIMPLE_OR_ESCAPE.finditer(text))
+    if len(matches) != text.count("${"):
+        return None
+    parts: list[str | Reference] = []
+    found: list[Reference] = []
+    literal = ""
+    at = 0
+    for m in matches:
+        start, end = m.span()
+        literal += text[at:start]
+        at = end
+        name = m.group(1)
+        if name is None:  # $${
+            literal += "${"
+            continue
+        if end - start > MAX_REFERENCE_LENGTH:
+            return None
+        dotted = m.group(2)
+        if dotted:
+            segs = dotted[1:].split(".")
+            if len(segs) > MAX_SEGMENTS or ("__" in dotted and any(_is_dunder(x) for x in segs)):
+                return None
+            ref = Reference(name, tuple(int(x) if x[0] in _DIGITS else x for x in segs))
+        else:
+            ref = Reference(name)
+        if literal:
+            parts.append(literal)
+            literal = ""
+        parts.append(ref)
+        found.append(ref)
+    literal += text[at:]
+    if literal or not parts:
+        parts.append(literal)
+    return Template(tuple(parts), tuple(found))
 
 
 def parse_reference(text: str) -> Reference:
@@ -341,7 +391,7 @@ def json_path(at: str, path: tuple[Segment, ...]) -> str:
 
 
 def iter_references(
-    value: Any, path: tuple[Segment, ...] = ()
+    value: Any, path: tuple[Segment, ...] = (), parse: Parse = parse_template
 ) -> Iterator[tuple[tuple[Segment, ...], Template]]:
     """Yield ``(path, template)`` for every string inside ``value`` that holds a reference.
 
@@ -349,7 +399,7 @@ def iter_references(
     them all). Iterative, so arbitrarily deep data cannot exhaust the stack.
     """
     for p, text in iter_strings_with_dollar(value, path):
-        t = parse_template(text)
+        t = parse(text)
         if t.references:
             yield p, t
 
@@ -429,27 +479,29 @@ def resolve_value(
     value: Any,
     outputs: Mapping[str, Any],
     on_first: Callable[[dict[str, Any], Mapping[str, Any]], Any] | None = None,
+    parse: Parse = parse_template,
 ) -> Any:
     """A copy of ``value`` (args, an output mapping) with every reference filled in.
 
     The result shares no containers with ``value`` or ``outputs``: a tool that mutates its
     arguments cannot change another step's inputs. With ``on_first``, a ``{"$first": ...}``
     object is replaced by ``on_first(that object, outputs)`` (see :mod:`planrail.plan.first`);
-    without it, such an object is filled like any other.
+    without it, such an object is filled like any other. ``parse`` gives the parsed form of
+    each string (a compiled plan's ``template``).
     """
     kind = type(value)  # exact types first: plan data is plain JSON almost always
     if kind is str:
-        return _fill_text(value, outputs) if "$" in value else value
+        return _fill_text(parse(value), outputs) if "$" in value else value
     if kind in _PLAIN_SCALARS:
         return value
     if kind is dict or (kind is not list and isinstance(value, dict)):
         if on_first is not None and FIRST in value:
             return on_first(value, outputs)
-        return {k: resolve_value(v, outputs, on_first) for k, v in value.items()}
+        return {k: resolve_value(v, outputs, on_first, parse) for k, v in value.items()}
     if kind is list or isinstance(value, list):
-        return [resolve_value(v, outputs, on_first) for v in value]
+        return [resolve_value(v, outputs, on_first, parse) for v in value]
     if isinstance(value, str):  # a str subclass: filled as the plain string it holds
-        return resolve_value(str(value), outputs, on_first)
+        return resolve_value(str(value), outputs, on_first, parse)
     return value
 
 
@@ -458,8 +510,7 @@ FIRST = "$first"
 _PLAIN_SCALARS = frozenset((int, float, bool, type(None)))
 
 
-def _fill_text(text: str, outputs: Mapping[str, Any]) -> Any:
-    t = parse_template(text)
+def _fill_text(t: Template, outputs: Mapping[str, Any]) -> Any:
     if t.single is None:
         return t.render(outputs)
     found = resolve_path(outputs, t.single)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from planrail.errors import PlanLoadError, ReferenceSyntaxError
+from planrail.plan.compiled import LOCAL_NAMES
 from planrail.plan.graph import cycles
 from planrail.plan.loader import (
     PlanLimits,
@@ -38,8 +39,7 @@ from planrail.plan.validate import ValidationReport, validate
 
 __all__ = ["RepairResult", "repair"]
 
-# Names a step may reference besides other steps (see validate._LOCAL_NAMES).
-_LOCAL_NAMES = frozenset({"item", "self"})
+_LOCAL_NAMES = frozenset(LOCAL_NAMES)
 
 
 @dataclass

@@ -32,9 +32,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import pydantic
 
 from planrail.errors import ReferenceSyntaxError
-from planrail.plan.refs import Reference, copy_json, iter_strings_with_dollar, parse_template
+from planrail.plan.refs import (
+    Parse,
+    Reference,
+    copy_json,
+    iter_strings_with_dollar,
+    parse_template,
+)
 
 if TYPE_CHECKING:
+    from planrail.plan.compiled import CompiledPlan
     from planrail.plan.model import Plan, Step
     from planrail.plan.tools import ToolRegistry, ToolSpec
 
@@ -118,9 +125,18 @@ class Redactor:
     secret (then there is nothing to pay for).
     """
 
-    def __init__(self, steps: Mapping[str, Step], registry: ToolRegistry) -> None:
-        self._steps = steps
+    def __init__(
+        self,
+        steps: Mapping[str, Step],
+        registry: ToolRegistry,
+        compiled: CompiledPlan | None = None,
+    ) -> None:
+        self._steps: dict[str, Step] = dict(steps)
         self._registry = registry
+        self._plan = compiled
+        """The compiled plan the steps belong to: the secret paths are read off its
+        references, its parsed strings give the literals (nothing is parsed again)."""
+        self._parse: Parse = compiled.template if compiled is not None else parse_template
         self._lock = threading.Lock()
         self._known: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
@@ -137,18 +153,31 @@ class Redactor:
         return cls.for_steps(plan.by_id, registry)
 
     @classmethod
+    def for_compiled(cls, compiled: CompiledPlan, *, always: bool = False) -> Redactor | None:
+        """A redactor for a compiled plan (an open one grows: :meth:`add_steps`), or ``None``
+        if no step calls a tool with secrets and not ``always``."""
+        steps = {sid: c.step for sid, c in compiled.steps.items()}
+        return cls.for_steps(steps, compiled.registry, always=always, compiled=compiled)
+
+    @classmethod
     def for_steps(
-        cls, steps: Mapping[str, Step], registry: ToolRegistry, *, always: bool = False
+        cls,
+        steps: Mapping[str, Step],
+        registry: ToolRegistry,
+        *,
+        always: bool = False,
+        compiled: CompiledPlan | None = None,
     ) -> Redactor | None:
-        """A redactor for a plan's ``steps`` (step id → step; may be a live mapping that an
-        open plan grows), or ``None`` if no step calls a tool with secrets and not ``always``."""
+        """A redactor for a plan's ``steps`` (step id → step; an open plan adds more with
+        :meth:`add_steps`), or ``None`` if no step calls a tool with secrets and not
+        ``always``."""
         if always:
-            return cls(steps, registry)
+            return cls(steps, registry, compiled)
         for step in steps.values():
             for name in _tools_of(step):
                 spec = registry.spec(name)
                 if spec is not None and (secret_params_of(spec) or spec.sensitivity == "secret"):
-                    return cls(steps, registry)
+                    return cls(steps, registry, compiled)
         return None
 
     # ------------------------------------------------------------------ static knowledge
@@ -159,23 +188,32 @@ class Redactor:
             spec = self._registry.spec(step.tool)
             if spec is not None and spec.sensitivity == "secret":
                 self._secret_paths.setdefault(step.id, []).append(())
-        for tool_name, args in _calls_of(step):
+        for field, tool_name, args in _calls_of(step):
             secrets = secret_params_of(self._registry.spec(tool_name))
             if not secrets or not isinstance(args, dict):
                 continue
             for name in secrets & set(args):
-                for ref in _references(args[name]):
+                for ref in self._references(step, (*field, name), args[name]):
                     producer = ref.step
                     if producer == "item" and step.for_each is not None:
-                        for fe in _references(step.for_each):
+                        for fe in self._references(step, ("for_each",), step.for_each):
                             self._secret_paths.setdefault(fe.step, []).append(fe.path)
                         continue
                     self._secret_paths.setdefault(producer, []).append(ref.path)
-                self.learn(_literals(args[name]))
+                self.learn(_literals(args[name], self._parse))
+
+    def _references(self, step: Step, where: tuple[str, ...], value: Any) -> list[Reference]:
+        """The references in ``value``, the field at ``where`` in ``step``: read off the
+        compiled plan when the step is its own."""
+        compiled = self._plan.steps.get(step.id) if self._plan is not None else None
+        if compiled is not None and compiled.step is step:
+            return compiled.references_under(*where)
+        return _references(value, self._parse)
 
     def add_steps(self, steps: Iterable[Step]) -> None:
         """Steps added to an open plan while it runs."""
         for step in steps:
+            self._steps[step.id] = step
             self._scan(step)
 
     def secret_params(self, step_id: str) -> frozenset[str]:
@@ -342,30 +380,31 @@ def _install_log_filter() -> None:
 
 
 def _tools_of(step: Step) -> list[str]:
-    return [name for name, _ in _calls_of(step)]
+    return [name for _, name, _ in _calls_of(step)]
 
 
-def _calls_of(step: Step) -> list[tuple[str, Any]]:
-    """``(tool, args)`` of the tool calls a step may make: its own, and its fallback's."""
-    calls: list[tuple[str, Any]] = []
+def _calls_of(step: Step) -> list[tuple[tuple[str, ...], str, Any]]:
+    """``(where, tool, args)`` of the tool calls a step may make: its own, and its
+    fallback's (``where``: the args' field in the step)."""
+    calls: list[tuple[tuple[str, ...], str, Any]] = []
     if step.action == "tool_call" and step.tool:
-        calls.append((step.tool, step.args))
+        calls.append((("args",), step.tool, step.args))
     if step.fallback is not None and step.fallback.tool:
-        calls.append((step.fallback.tool, step.fallback.args))
+        calls.append((("fallback", "args"), step.fallback.tool, step.fallback.args))
     return calls
 
 
-def _references(value: Any) -> list[Reference]:
+def _references(value: Any, parse: Parse) -> list[Reference]:
     refs: list[Reference] = []
     for _, text in iter_strings_with_dollar(value):
         try:
-            refs.extend(parse_template(text).references)
+            refs.extend(parse(text).references)
         except ReferenceSyntaxError:
             continue
     return refs
 
 
-def _literals(value: Any) -> list[str]:
+def _literals(value: Any, parse: Parse) -> list[str]:
     """The literal text of a plan value (references left out)."""
     found: list[str] = []
     stack = [value]
@@ -374,7 +413,7 @@ def _literals(value: Any) -> list[str]:
         if isinstance(v, str):
             if "$" in v:
                 try:
-                    found.extend(p for p in parse_template(v).parts if isinstance(p, str))
+                    found.extend(p for p in parse(v).parts if isinstance(p, str))
                 except ReferenceSyntaxError:
                     found.append(v)
             else:

@@ -96,13 +96,55 @@ def _check_args(
                     f" {', '.join(props) or 'none'}){ctx.did_you_mean(name, props)}",
                 )
             continue
-        for sub, problem in js.check_literal(value, props[name], root, types_of):
+        for sub, problem in _literal_problems(ctx, value, props[name], root, types_of):
             ctx.error(
                 "type_mismatch",
                 step.id,
                 json_path(f"{where}.{name}", tuple(sub)),
                 f"argument '{name}' of tool '{spec.name}': {problem}",
             )
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _literal_problems(
+    ctx: Context, value: Any, schema: Any, root: Any, types_of: Callable[[str], Any]
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """:func:`schema.check_literal` of one argument, each (parameter schema, scalar value)
+    checked once per validation: thousands of steps pass the same literal or reference text to
+    the same parameter of the same tool. A list under a plain ``array`` schema is checked item
+    by item the same way (what ``check_literal`` does for it)."""
+    kind = type(value)
+    if kind is list and _plain_array(schema):
+        items = schema["items"]
+        return [
+            ((i, *sub), problem)
+            for i, v in enumerate(value)
+            for sub, problem in _literal_problems(ctx, v, items, root, types_of)
+        ]
+    if kind not in _SCALARS:
+        return list(js.check_literal(value, schema, root, types_of))
+    key = (id(schema), id(root), kind, repr(value) if kind is float else value)  # -0.0 != 0.0
+    hit = ctx.literal_checks.get(key)
+    if hit is None or hit[0] is not schema:
+        problems = list(js.check_literal(value, schema, root, types_of))
+        hit = ctx.literal_checks[key] = (schema, problems)
+    return hit[1]
+
+
+_ARRAY_ONLY = frozenset(("type", "items", "description", "title"))
+
+
+def _plain_array(schema: Any) -> bool:
+    """``{"type": "array", "items": {...}}`` (a description or title aside): a list fits it
+    exactly when each item fits ``items``."""
+    return (
+        type(schema) is dict
+        and schema.get("type") == "array"
+        and type(schema.get("items")) is dict
+        and _ARRAY_ONLY.issuperset(schema)
+    )
 
 
 def _check_fallback_value(

@@ -8,12 +8,13 @@ imports another pass, and :mod:`planrail.plan.validate` only orders them.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from planrail.errors import ReferenceSyntaxError
 from planrail.plan import schema as js
+from planrail.plan.compiled import StepPath
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Step
 from planrail.plan.refs import Reference, Template, iter_strings_with_dollar, json_path
@@ -103,8 +104,10 @@ class Context:
     """Steps whose fields did not all fit: the plan cannot be built from ``steps``."""
     known: dict[str, int] = field(default_factory=dict)
     """Every step id seen, with its first index."""
-    refs: dict[str, list[tuple[str, Reference]]] = field(default_factory=dict)
-    """Per step: (path, reference) for every well-formed reference it holds."""
+    refs: dict[str, list[tuple[StepPath, Reference]]] = field(default_factory=dict)
+    """Per step: (path in the step, reference) for every well-formed reference to a step."""
+    compiled_refs: dict[str, list[tuple[StepPath, Reference]]] = field(default_factory=dict)
+    """The same with ``item`` / ``self`` references too: what the compiled plan keeps."""
     used: dict[str, set[str]] = field(default_factory=dict)
     """Per step: the steps its references read (the data its edges carry)."""
     dataless: list[str] = field(default_factory=list)
@@ -112,6 +115,11 @@ class Context:
     templates: dict[str, Template] = field(default_factory=dict)
     """Parsed strings, so each is parsed once."""
     output_refs: list[tuple[str, Reference]] = field(default_factory=list)
+    literal_checks: dict[tuple[int, int, type, Any], tuple[Any, list[Any]]] = field(
+        default_factory=dict
+    )
+    """``(id(parameter schema), id(tool schema), type, scalar)`` → the schema (so the id stays
+    its own) and the problems :func:`schema.check_literal` found (a float by its ``repr``)."""
     suggestion_budget: int = _SUGGESTION_BUDGET
     _edges: dict[str, list[str]] | None = None
     _in_order: bool | None = None
@@ -295,25 +303,6 @@ def walk_schema(schema: Any, ref: Reference) -> tuple[str, str | None]:
             return "missing", f"{ref}: the output of {where} has no field {seg!r} ({sub})"
         current = sub
     return "ok", None
-
-
-def step_strings(step: Step) -> Iterable[tuple[str, Any]]:
-    """The fields of a step that may hold references, with their paths."""
-    yield "args", step.args
-    if step.prompt is not None:
-        yield "prompt", step.prompt
-    if step.condition is not None:
-        yield "condition", step.condition
-    if step.when is not None:
-        yield "when", step.when
-    if step.for_each is not None:
-        yield "for_each", step.for_each
-    if step.fallback is not None:
-        yield "fallback.args", step.fallback.args
-        if "value" in step.fallback.model_fields_set:
-            yield "fallback.value", step.fallback.value
-    if step.repeat is not None:
-        yield "repeat.until", step.repeat.until
 
 
 def walk_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:

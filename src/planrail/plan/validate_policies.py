@@ -24,10 +24,10 @@ from typing import Any
 import pydantic
 
 from planrail.errors import ReferenceSyntaxError
-from planrail.plan.first import FIRST, first_problems
+from planrail.plan.first import FIRST, first_problems, has_first
 from planrail.plan.model import RetrySpec, Step
 from planrail.plan.predicates import check_predicate, predicate_type_problems
-from planrail.plan.refs import Reference, parse_reference, parse_template
+from planrail.plan.refs import Parse, Reference, parse_reference
 from planrail.plan.validate_context import Context, unit_output_schema, walk_schema
 
 __all__ = ["MAX_ITERATIONS", "MAX_PARALLEL", "policies_pass"]
@@ -110,21 +110,21 @@ def _predicates(ctx: Context, step: Step, at: str, types_of: Any) -> None:
     if step.repeat is not None:
         fields.append(("repeat.until", step.repeat.until))
     for i, (name, value) in enumerate(fields):
-        for path, message in check_predicate(value):
+        for path, message in check_predicate(value, ctx.template):
             ctx.error("invalid_predicate", step.id, f"{at}.{name}{path}", message)
         if i < typed:
             for path, message in predicate_type_problems(value, types_of):
                 ctx.error("type_mismatch", step.id, f"{at}.{name}{path}", message)
 
 
-def _references_in(value: Any, path: str) -> Iterable[tuple[str, Reference]]:
+def _references_in(value: Any, path: str, parse: Parse) -> Iterable[tuple[str, Reference]]:
     stack = [(path, value)]
     while stack:
         p, v = stack.pop()
         if isinstance(v, str):
             if "$" in v:
                 try:
-                    refs = parse_template(v).references
+                    refs = parse(v).references
                 except ReferenceSyntaxError:
                     continue  # reported by the references pass
                 for ref in refs:
@@ -138,6 +138,9 @@ def _references_in(value: Any, path: str) -> Iterable[tuple[str, Reference]]:
 def _locals(ctx: Context, step: Step, at: str) -> None:
     """``${self}`` only in ``repeat.until`` (checked against the step's own output);
     ``${item}`` not in ``when``."""
+    refs = ctx.refs.get(step.id)
+    if refs is not None and ctx.compiled_refs.get(step.id) is refs and ctx.first[step.id] is step:
+        return  # the references pass found no item/self reference in this step
     fields: list[tuple[str, Any]] = [("args", step.args)]
     for name in ("prompt", "condition", "when"):
         if getattr(step, name) is not None:
@@ -145,7 +148,7 @@ def _locals(ctx: Context, step: Step, at: str) -> None:
     if step.fallback is not None:
         fields.append(("fallback", step.fallback.model_dump(exclude_unset=True)))
     for name, value in fields:
-        for path, ref in _references_in(value, f"{at}.{name}"):
+        for path, ref in _references_in(value, f"{at}.{name}", ctx.template):
             if ref.step == "self" and "self" not in ctx.known and step.repeat is not None:
                 ctx.error(
                     "invalid_reference",
@@ -172,7 +175,7 @@ def _locals(ctx: Context, step: Step, at: str) -> None:
     own = unit_output_schema(step, ctx.registry)
     if own is None:
         return
-    for path, ref in _references_in(step.repeat.until, f"{at}.repeat.until"):
+    for path, ref in _references_in(step.repeat.until, f"{at}.repeat.until", ctx.template):
         if ref.step == "self":
             status, problem = walk_schema(own, ref)
             if status == "missing" and problem:
@@ -192,12 +195,14 @@ def _first(ctx: Context, step: Step, at: str) -> None:
         fields.append(("repeat.until", step.repeat.until))
     used = False
     for name, value in fields:
+        if not has_first(value):  # the usual case: no path is built
+            continue
         for path, message in first_problems(value, f"{at}.{name}"):
             ctx.error("invalid_reference", step.id, path, message)
         for path, candidates in _firsts(value, f"{at}.{name}"):
             used = True
             for i, cand in enumerate(candidates[:-1]):
-                if not any(True for _ in _references_in(cand, "")):
+                if not any(True for _ in _references_in(cand, "", ctx.template)):
                     ctx.warn(
                         "unreachable_candidate",
                         step.id,

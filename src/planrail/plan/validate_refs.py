@@ -7,21 +7,16 @@ and the ``duplicate_dependency`` and ``unchecked_reference`` warnings.
 
 from __future__ import annotations
 
+from typing import Any
+
 from planrail.errors import ReferenceSyntaxError
+from planrail.plan.compiled import LOCAL_NAMES, StepPath, step_fields
 from planrail.plan.graph import cycles
 from planrail.plan.model import Step
-from planrail.plan.refs import Reference
-from planrail.plan.validate_context import (
-    Context,
-    output_schema_of,
-    step_strings,
-    walk_strings,
-)
+from planrail.plan.refs import Reference, iter_strings_with_dollar, json_path
+from planrail.plan.validate_context import Context, output_schema_of, walk_strings
 
 __all__ = ["cycles_pass", "dependencies_pass", "output_fields_pass", "references_pass"]
-
-# Names a step may reference besides other steps: the current for_each item / repeat output.
-_LOCAL_NAMES = {"item": "for_each", "self": "repeat"}
 
 
 def dependencies_pass(ctx: Context) -> None:
@@ -57,64 +52,78 @@ def dependencies_pass(ctx: Context) -> None:
 
 def references_pass(ctx: Context) -> None:
     """invalid_reference / unknown_step_reference / self_dependency / undeclared_dependency."""
+    known = ctx.known
+    template = ctx.template
     for step in ctx.steps:
-        at = ctx.at(step)
-        found: list[tuple[str, Reference]] = []
+        sid = step.id
+        found: list[tuple[StepPath, Reference]] = []
+        every: list[tuple[StepPath, Reference]] | None = None  # with item/self, when present
         used: set[str] = set()
         # with a malformed depends_on (left out), which edges were meant is unknown
         declared = None if ctx.skips(step, "depends_on") else set(step.depends_on)
-        for field_path, value in step_strings(step):
-            for path, s in walk_strings(value, f"{at}.{field_path}"):
+        for field, value in step_fields(step):
+            for segments, s in iter_strings_with_dollar(value, field):
                 try:
-                    t = ctx.template(s)
+                    t = template(s)
                 except ReferenceSyntaxError as exc:
-                    ctx.error("invalid_reference", step.id, path, exc.message)
+                    ctx.error(
+                        "invalid_reference", sid, json_path(ctx.at(step), segments), exc.message
+                    )
                     continue
                 for ref in t.references:
-                    local = _LOCAL_NAMES.get(ref.step)
-                    if local is not None and ref.step not in ctx.known:
-                        if not _local_allowed(ctx, step, local, field_path):
+                    target = ref.step
+                    if target in known and target != sid:
+                        if declared is not None and target not in declared:
+                            ctx.error(
+                                "undeclared_dependency",
+                                sid,
+                                json_path(ctx.at(step), segments),
+                                f"{ref} uses the output of '{target}' but '{target}'"
+                                f" is not in depends_on; add it to depends_on",
+                            )
+                            declared.add(target)  # report each missing edge once
+                        found.append((segments, ref))
+                        if every is not None:
+                            every.append((segments, ref))
+                        used.add(target)
+                        continue
+                    local = LOCAL_NAMES.get(target)
+                    path = json_path(ctx.at(step), segments)
+                    if local is not None and target not in known:
+                        if not _local_allowed(ctx, step, local, field[0]):
                             ctx.error(
                                 "invalid_reference",
-                                step.id,
+                                sid,
                                 path,
                                 f"{ref} is only defined inside a step with '{local}'",
                             )
-                        continue
-                    if ref.step == step.id:
+                        elif every is None:
+                            every = [*found, (segments, ref)]
+                        else:
+                            every.append((segments, ref))
+                    elif target == sid:
                         ctx.error(
                             "self_dependency",
-                            step.id,
+                            sid,
                             path,
                             f"{ref} references this step's own output, which does not"
                             " exist yet; reference an earlier step",
                         )
-                    elif ref.step not in ctx.known:
+                    else:
                         ctx.error(
                             "unknown_step_reference",
-                            step.id,
+                            sid,
                             path,
-                            f"{ref} references '{ref.step}', which is not a step of this"
-                            f" plan{ctx.did_you_mean(ref.step, ctx.known)}",
+                            f"{ref} references '{target}', which is not a step of this"
+                            f" plan{ctx.did_you_mean(target, known)}",
                         )
-                    else:
-                        if declared is not None and ref.step not in declared:
-                            ctx.error(
-                                "undeclared_dependency",
-                                step.id,
-                                path,
-                                f"{ref} uses the output of '{ref.step}' but '{ref.step}'"
-                                f" is not in depends_on; add it to depends_on",
-                            )
-                            declared.add(ref.step)  # report each missing edge once
-                        found.append((path, ref))
-                        used.add(ref.step)
         # a repeated id's references are checked, but the graph passes follow the first step
-        if step.id not in ctx.refs:
-            ctx.refs[step.id] = found
-            ctx.used[step.id] = used
+        if sid not in ctx.refs:
+            ctx.refs[sid] = found
+            ctx.compiled_refs[sid] = found if every is None else every
+            ctx.used[sid] = used
             if step.depends_on and not used.issuperset(step.depends_on):
-                ctx.dataless.append(step.id)
+                ctx.dataless.append(sid)
     output = ctx.raw.get("output")
     if output is not None:
         for path, s in walk_strings(output, "$.output"):
@@ -136,12 +145,22 @@ def references_pass(ctx: Context) -> None:
                     ctx.output_refs.append((path, ref))
 
 
-def _local_allowed(ctx: Context, step: Step, local: str, field_path: str) -> bool:
+def _local_allowed(ctx: Context, step: Step, local: str, field: object) -> bool:
     if ctx.skips(step, local):  # the for_each / repeat it needs is there, but malformed
         return True
     if local == "for_each":
-        return step.for_each is not None and field_path != "for_each"
+        return step.for_each is not None and field != "for_each"
     return step.repeat is not None
+
+
+_UNSET: Any = object()
+
+
+def _json_path(ctx: Context, sid: str | None, where: StepPath | str) -> str:
+    """The JSONPath of a reference: the plan's output ones are kept as JSONPath already."""
+    if isinstance(where, str):
+        return where
+    return json_path(ctx.at(ctx.first[sid or ""]), where)
 
 
 def cycles_pass(ctx: Context) -> None:
@@ -166,36 +185,39 @@ def output_fields_pass(ctx: Context) -> None:
     """unknown_output_field: every reference path exists in the producer's output schema;
     ``unchecked_reference`` (once per producer) where the producer's shape is unknown."""
     unchecked_warned: set[str] = set()
-    all_refs: list[tuple[str | None, str, Reference]] = [
+    schemas: dict[str, Any] = {}  # producer id → its output schema
+    all_refs: list[tuple[str | None, StepPath | str, Reference]] = [
         (sid, p, r) for sid, refs in ctx.refs.items() for p, r in refs
     ]
     all_refs.extend((None, p, r) for p, r in ctx.output_refs)
-    for sid, path, ref in all_refs:
+    for sid, where, ref in all_refs:
         producer = ctx.first.get(ref.step)
         if producer is None or not ref.path:
             continue
-        schema = output_schema_of(producer, ctx.registry)
+        schema = schemas.get(ref.step, _UNSET)
+        if schema is _UNSET:
+            schema = schemas[ref.step] = output_schema_of(producer, ctx.registry)
         if schema is None:
             if producer.tool in ctx.registry and ref.step not in unchecked_warned:
                 unchecked_warned.add(ref.step)
                 ctx.warn(
                     "unchecked_reference",
                     sid,
-                    path,
+                    _json_path(ctx, sid, where),
                     f"tool '{producer.tool}' declares no output schema, so field references"
                     f" into '{ref.step}' (such as {ref}) are not checked",
                 )
             continue
         status, detail = ctx.walk(schema, ref)
         if status == "missing":
-            ctx.error("unknown_output_field", sid, path, detail or "")
+            ctx.error("unknown_output_field", sid, _json_path(ctx, sid, where), detail or "")
         elif status == "unknown" and ref.step not in unchecked_warned:
             unchecked_warned.add(ref.step)
             what = f"tool '{producer.tool}'" if producer.tool else f"step '{ref.step}'"
             ctx.warn(
                 "unchecked_reference",
                 sid,
-                path,
+                _json_path(ctx, sid, where),
                 f"the output schema of {what} does not describe field {detail!r} (an object"
                 f" or value of any shape), so {ref} and other such references into"
                 f" '{ref.step}' are not checked; declare the field in the output schema",

@@ -28,6 +28,7 @@ from planrail.plan.validate_context import Context
 __all__ = ["POLICY_FIELDS", "load_pass", "normalize_pass", "shape_pass"]
 
 PlanSource = str | bytes | Path | Mapping[str, Any] | Plan
+"""What a plan may be read from (a compiled plan is validated as its :class:`Plan`)."""
 
 _ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 

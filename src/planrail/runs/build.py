@@ -16,11 +16,12 @@ from planrail.engine.executor import Execution, FailureMode
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import PlanError, PlanValidationError, StoreError
 from planrail.llm.base import LLM
+from planrail.plan.compiled import CompiledPlan
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
 from planrail.plan.secrets import REDACTED
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
-from planrail.plan.validate import ValidationOptions, check_plan, validate
+from planrail.plan.validate import ValidationOptions, check_plan
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy
 from planrail.runs.llm_step import LLMStepHandler
@@ -29,7 +30,7 @@ from planrail.types import Clock, Observer
 
 __all__ = ["PlanInput", "ToolsInput", "arun", "prepare", "resume", "run", "validation_options"]
 
-PlanInput = Plan | Mapping[str, Any] | str | Path
+PlanInput = CompiledPlan | Plan | Mapping[str, Any] | str | Path
 ToolsInput = ToolRegistry | Iterable[AnyTool] | None
 
 
@@ -78,9 +79,14 @@ def prepare(
     - ``observers``: progress displays, traces, OpenTelemetry; ``tool_runner``: where Python
       tools run (default: the event loop and a thread pool).
 
+    ``plan`` may be a :class:`~planrail.plan.compiled.CompiledPlan` that validation produced
+    (``check_plan(...).compiled``): when it was checked against the same registry with the
+    options this run needs, it is not validated again.
+
     Raises :class:`~planrail.PlanValidationError` (with every issue) if the plan is invalid.
     """
     registry = ToolRegistry.of(tools)
+    options = validation_options(security)
     source = Path(plan) if isinstance(plan, str) and _looks_like_path(plan) else plan
     actions: dict[str, ActionHandler] = {}
     if llm is not None:
@@ -89,9 +95,16 @@ def prepare(
     # Everything built here lives as long as the run, which keeps it out of full collections
     # (planrail._memory.long_lived): collecting in between would only scan it once for nothing.
     with collector_paused():
-        checked = check_plan(
-            source, registry, options=validation_options(security), limits=limits
-        ).raise_for_errors()
+        if (
+            isinstance(source, CompiledPlan)
+            and source.registry is registry
+            and source.checked_with == (options, limits or PlanLimits())
+        ):
+            checked = source
+        else:
+            plain = source.plan if isinstance(source, CompiledPlan) else source
+            report = check_plan(plain, registry, options=options, limits=limits)
+            checked = report.compiled_or_raise()
         return Execution(
             checked,
             registry,
@@ -145,13 +158,19 @@ def resume(run_id: str, tools: ToolsInput, *, store: Store, **options: Any) -> E
             f" {run_id}` (or prepare(plan, run_id=..., store=...))",
             run_id=run_id,
         )
-    report = validate(record.plan, ToolRegistry.of(tools))
-    if report.plan is None:
+    registry = ToolRegistry.of(tools)
+    report = check_plan(
+        record.plan,
+        registry,
+        options=validation_options(options.get("security")),
+        limits=options.get("limits"),
+    )
+    if report.compiled is None:
         raise PlanValidationError(
             report.errors, f"the stored plan of run '{run_id}' is no longer valid"
         )
     options.setdefault("reason", "resume")
-    return prepare(report.plan, tools, run_id=run_id, store=store, **options)
+    return prepare(report.compiled, registry, run_id=run_id, store=store, **options)
 
 
 async def arun(plan: PlanInput, tools: ToolsInput = None, **options: Any) -> RunResult:

@@ -21,7 +21,7 @@ from planrail.llm.errors import LLMAnswerError
 from planrail.llm.jsontext import extract_json
 from planrail.llm.models import split_model_name
 from planrail.plan import schema as js
-from planrail.plan.refs import parse_template
+from planrail.plan.refs import Parse, parse_template
 
 __all__ = ["LLMStepHandler", "split_prompt", "step_messages"]
 
@@ -77,11 +77,13 @@ def _text(value: Any) -> str:
     return text.replace("</data>", "<\\/data>")  # a value cannot close its own block
 
 
-def split_prompt(prompt: str, resolve: Callable[[str], Any]) -> tuple[str, list[Any]]:
+def split_prompt(
+    prompt: str, resolve: Callable[[str], Any], parse: Parse = parse_template
+) -> tuple[str, list[Any]]:
     """``prompt`` with each reference replaced by ``<data N>``, and the N values it stands
     for (resolved with ``resolve``). A prompt without references is returned as it is."""
     try:
-        parts = parse_template(prompt).parts
+        parts = parse(prompt).parts
     except ReferenceSyntaxError:
         return prompt, []
     if all(isinstance(p, str) for p in parts):
@@ -122,7 +124,7 @@ class LLMStepHandler:
 
     async def __call__(self, call: Call) -> Any:
         step = call.step
-        prompt, data = split_prompt(step.prompt or "", call.resolve)
+        prompt, data = split_prompt(step.prompt or "", call.resolve, call.parse)
         schema = step.output_schema
         messages = step_messages(
             call.goal, prompt, call.args or None, schema, stage_goal=call.stage_goal, data=data
