@@ -10,7 +10,7 @@ from planrail.types import StepStatus
 __all__ = ["RunResult", "StepResult"]
 
 
-@dataclass
+@dataclass(slots=True)
 class StepResult:
     """One step's outcome (the ``steps[]`` objects of ``run --json``)."""
 

@@ -233,7 +233,10 @@ def _parse_simple(text: str) -> Template | None:
     literal += text[at:]
     if literal or not parts:
         parts.append(literal)
-    return Template(tuple(parts), tuple(found))
+    whole = tuple(parts)
+    if len(found) == len(whole):  # references only: one tuple serves as both
+        return Template(whole, whole)  # type: ignore[arg-type]
+    return Template(whole, tuple(found))
 
 
 def parse_reference(text: str) -> Reference:

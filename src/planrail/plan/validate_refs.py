@@ -54,6 +54,7 @@ def references_pass(ctx: Context) -> None:
     """invalid_reference / unknown_step_reference / self_dependency / undeclared_dependency."""
     known = ctx.known
     template = ctx.template
+    paths: dict[StepPath, StepPath] = {}
     for step in ctx.steps:
         sid = step.id
         found: list[tuple[StepPath, Reference]] = []
@@ -62,7 +63,8 @@ def references_pass(ctx: Context) -> None:
         # with a malformed depends_on (left out), which edges were meant is unknown
         declared = None if ctx.skips(step, "depends_on") else set(step.depends_on)
         for field, value in step_fields(step):
-            for segments, s in iter_strings_with_dollar(value, field):
+            for where, s in iter_strings_with_dollar(value, field):
+                segments = paths.setdefault(where, where)  # kept per reference: shared
                 try:
                     t = template(s)
                 except ReferenceSyntaxError as exc:
