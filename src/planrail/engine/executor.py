@@ -331,6 +331,8 @@ class Execution:
             return
         self._build_guard()
         self._wakeup = asyncio.Event()
+        if self.max_concurrency is not None and hasattr(self.tool_runner, "on_returned"):
+            self.tool_runner.on_returned = self._dispatch  # an abandoned call gave its place back
         self._runner = StepRunner(
             {"tool_call": ToolAction(self.registry, self.tool_runner), **self._extra_handlers},
             goal=self.plan.goal,
@@ -511,7 +513,7 @@ class Execution:
         """Start ready steps, highest priority first, within ``max_concurrency``."""
         sched = self.scheduler
         while sched.has_ready() and not self._aborted:
-            room = None if self.max_concurrency is None else self.max_concurrency - len(self._tasks)
+            room = self._room()
             if room is not None and room <= 0:
                 break
             for sid in sched.take_ready(room):
@@ -531,11 +533,18 @@ class Execution:
         if self._stages is not None and not self._aborted:
             self._poll_stages()
 
+    def _room(self) -> int | None:
+        """How many more steps may start under ``max_concurrency`` (None: no limit). A sync call
+        abandoned on its timeout or cancellation keeps its place until its thread returns."""
+        if self.max_concurrency is None:
+            return None
+        abandoned = getattr(self.tool_runner, "abandoned", 0)
+        return self.max_concurrency - len(self._tasks) - abandoned
+
     def _poll_stages(self) -> None:
         """Start due stage checks; start or skip the steps held for decided ones."""
         assert self._stages is not None
-        room = None if self.max_concurrency is None else self.max_concurrency - len(self._tasks)
-        due, release, skip = self._stages.poll(room)
+        due, release, skip = self._stages.poll(self._room())
         for boundary in due:
             self._stages.start(self._confirm(boundary))
         for sid in release:

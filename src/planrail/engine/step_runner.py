@@ -46,7 +46,7 @@ from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, 
 from planrail.engine.resources import ResourceGate
 from planrail.errors import PlanrailError, ReferenceResolutionError, RepeatedCallError, error_dict
 from planrail.plan.compiled import Filler
-from planrail.plan.effects import step_effect
+from planrail.plan.effects import Effect, step_effect, tool_effect
 from planrail.plan.first import compile_args, fill_first
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
@@ -71,6 +71,8 @@ __all__ = [
 
 
 _UNSET: Any = object()
+_UNKNOWN = tool_effect(None)
+"""The effect of a tool nobody knows: unsafe."""
 
 
 class _Overlay(Mapping[str, Any]):
@@ -159,7 +161,7 @@ class StepRunner:
         self._filled_once: set[tuple[str, str]] = set()
         self._predicates: dict[tuple[str, str], Predicate] = {}
         self._fallback_steps: dict[str, Step] = {}
-        self._keyed_steps: dict[tuple[str, str], bool] = {}
+        self._effects: dict[tuple[str, str], Effect] = {}
         self.items_done: Mapping[str, Mapping[int, tuple[Any, Any]]] = items_done or {}
         """Per fan-out step, the items a resume found succeeded: (item, output) by index."""
         self.on_item = on_item
@@ -354,16 +356,18 @@ class StepRunner:
             priority=job.priority,
             item=index,
             extra=extra,
-            keyed=self._keyed(step),
+            keyed=self._effect(step).may_rerun,
+            overlap=self._effect(step).retry_may_overlap,
         )
 
-    def _keyed(self, step: Step) -> bool:
-        """Whether the step's tool may be called again (:mod:`planrail.plan.effects`)."""
+    def _effect(self, step: Step) -> Effect:
+        """What calling the step's tool does (:mod:`planrail.plan.effects`); no registry: none
+        may run again."""
         key = (step.id, step.tool or "")
-        known = self._keyed_steps.get(key)
+        known = self._effects.get(key)
         if known is None:
-            known = self.tools is not None and step_effect(step, self.tools).may_rerun
-            self._keyed_steps[key] = known
+            known = step_effect(step, self.tools) if self.tools is not None else _UNKNOWN
+            self._effects[key] = known
         return known
 
     def _retry(self, step: Step, spec: ToolSpec | None) -> RetryPolicy:
