@@ -346,6 +346,8 @@ class Execution:
             stage_goals=self._stage_goals,
             items_done=self._ckpt.items_done if self._ckpt is not None else None,
             on_item=self._item_done if self._ckpt is not None else None,
+            iterations_done=self._ckpt.iterations_done if self._ckpt is not None else None,
+            on_iteration=self._iteration_done if self._ckpt is not None else None,
         )
         self.status = "running"
         if self._ckpt is not None:
@@ -653,12 +655,25 @@ class Execution:
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
         """An item of a fan-out succeeded: commit it now (a resume will not run it again)."""
-        if self._ckpt is None or self._aborted:
+        if self._ckpt is not None:
+            self._progress(f"item {index}", step, self._ckpt.item_done, index, item, output)
+
+    def _iteration_done(
+        self, step: Step, index: int | None, args: Any, entry: dict[str, Any]
+    ) -> None:
+        """An iteration of a ``repeat`` step finished: commit it now (a resume goes on after
+        it)."""
+        if self._ckpt is not None:
+            what = f"iteration {entry.get('iteration')}"
+            self._progress(what, step, self._ckpt.iteration_done, index, args, entry)
+
+    def _progress(self, what: str, step: Step, commit: Callable[..., None], *args: Any) -> None:
+        if self._aborted:
             return
         try:
-            self._ckpt.item_done(self.results[step.id], index, item, output)
-        except Exception:  # the step's own record will say what happened; the item just reruns
-            log.exception("could not record item %d of step %s", index, step.id)
+            commit(self.results[step.id], *args)
+        except Exception:  # the step's own record will say what happened; that part reruns
+            log.exception("could not record %s of step %s", what, step.id)
 
     def _decided(self, step_id: str, attempt: int, data: dict[str, Any]) -> None:
         self._emit(E.POLICY_DECISION, step_id, attempt, data)

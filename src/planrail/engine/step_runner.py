@@ -42,6 +42,7 @@ from planrail.engine.attempts import (
     Result,
     Tally,
 )
+from planrail.engine.checkpoint import args_hash
 from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
 from planrail.engine.resources import ResourceGate
 from planrail.errors import PlanrailError, ReferenceResolutionError, RepeatedCallError, error_dict
@@ -131,6 +132,8 @@ class StepRunner:
         stage_goals: Mapping[str, str] | None = None,
         items_done: Mapping[str, Mapping[int, tuple[Any, Any]]] | None = None,
         on_item: Callable[[Step, int, Any, Any], None] | None = None,
+        iterations_done: Mapping[str, Mapping[str, list[dict[str, Any]]]] | None = None,
+        on_iteration: Callable[[Step, int | None, Any, dict[str, Any]], None] | None = None,
     ) -> None:
         self.handlers = dict(handlers)
         self.handlers.setdefault("condition_check", ConditionAction())
@@ -166,6 +169,13 @@ class StepRunner:
         """Per fan-out step, the items a resume found succeeded: (item, output) by index."""
         self.on_item = on_item
         """Called with (step, index, item, output) as each item of a fan-out succeeds."""
+        self.iterations_done: Mapping[str, Mapping[str, list[dict[str, Any]]]] = (
+            iterations_done or {}
+        )
+        """Per ``repeat`` step, per unit (``""`` or an item's index): the iterations a resume
+        found finished (``iteration``, ``args_hash``, ``output``, ``error``)."""
+        self.on_iteration = on_iteration
+        """Called with (step, item index, args, history entry) as each iteration finishes."""
         self._plain_tools: dict[str, Tool | None] = {}
         """By tool name: the tool, if its calls need no policy machinery (see _plain_tool)."""
 
@@ -388,14 +398,24 @@ class StepRunner:
             until = self._predicate(step, "repeat.until", step.repeat.until)
         except (PlanrailError, ValueError) as exc:
             return Result(False, exc=exc, args=args)
-        history: list[dict[str, Any]] = []
+        history = self._finished_iterations(step, index, args)
         last: Result | None = None
-        for iteration in range(1, cap + 1):
+        if history:  # a resume: the loop goes on after the iterations that finished
+            done = history[-1]
+            if done["error"] is None:
+                try:
+                    if until.evaluate(_Overlay(outputs, {"self": done["output"]})):
+                        return Result(True, copy_json(done["output"]), args=args)
+                except PlanrailError as exc:
+                    return Result(False, exc=exc, args=args)
+        for iteration in range(len(history) + 1, cap + 1):
             attempt = self._attempt(
                 job, step, outputs, args, index, tally, tuple(history), iteration=iteration
             )
             res = await self.loop.run(attempt, tally)
             if res.fatal or isinstance(res.exc, RepeatedCallError):  # no other iteration helps
+                return res
+            if in_doubt(res):  # the call may have happened: no other iteration may follow it
                 return res
             history.append(
                 {
@@ -405,6 +425,8 @@ class StepRunner:
                     "error": None if res.exc is None else error_dict(res.exc),
                 }
             )
+            if self.on_iteration is not None:
+                self.on_iteration(step, index, args, history[-1])
             if res.ok:
                 try:
                     if until.evaluate(_Overlay(outputs, {"self": res.output})):
@@ -423,6 +445,27 @@ class StepRunner:
             ),
             args=args,
         )
+
+    def _finished_iterations(
+        self, step: Step, index: int | None, args: Any
+    ) -> list[dict[str, Any]]:
+        """The history of the iterations of this loop a resume found finished (none if its
+        arguments changed since: the loop then starts over)."""
+        found = self.iterations_done.get(step.id, {}).get("" if index is None else str(index))
+        if not found:
+            return []
+        digest = args_hash(args)
+        if any(e.get("args_hash") != digest for e in found):
+            return []
+        return [
+            {
+                "iteration": e.get("iteration"),
+                "args": copy_json(args),
+                "output": copy_json(e.get("output")),
+                "error": e.get("error"),
+            }
+            for e in found
+        ]
 
     async def _fallback(
         self, job: _Job, outputs: Mapping[str, Any], index: int | None, tally: Tally, failed: Result
