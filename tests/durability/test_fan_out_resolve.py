@@ -140,3 +140,54 @@ async def test_resolve_item_on_the_command_line(tmp_path: Path) -> None:
     assert record.status == "failed"
     assert record.metadata["items"]["1"] == {"item": 11, "output": {"paid": 11}}
     assert resolve("pay", "--item", "3", "--retry", "--failed").exit_code == 2
+
+
+async def test_items_cut_off_by_another_items_failure_are_in_doubt_not_failed(
+    open_store: Opener,
+) -> None:
+    """Item 12 fails for good while items 11 and 13 are mid-call on the unsafe tool: the
+    fan-out stops them, but they may have happened, so the step is ``in_doubt`` (not failed,
+    which a resume would run again) and names them; a resume calls nothing of it until they
+    are decided; then only 12 (retried) and the items decided for retry run."""
+    ledger: list[int] = []
+    hung = {n: asyncio.Event() for n in HANGING}
+    first = [True]
+
+    @planrail.tool(side_effects="none")
+    async def source() -> list[int]:
+        """The list to fan out over."""
+        return list(ITEMS)
+
+    @planrail.tool(side_effects="unsafe")
+    async def pay(n: int) -> dict[str, Any]:
+        """Items 11 and 13 hang, and 12 fails once they do (first run only)."""
+        ledger.append(n)
+        if first[0] and n in HANGING:
+            hung[n].set()
+            await asyncio.Event().wait()
+        if first[0] and n == 12:
+            await asyncio.gather(*(e.wait() for e in hung.values()))
+            raise ValueError("card declined")
+        return {"paid": n}
+
+    tools = [source, pay]
+    plan = fan_out_plan(tools, len(ITEMS))
+    cut = await Execution(plan, tools, store=open_store(), run_id="cut", approve=True).run()
+    step = cut.steps["pay"]
+    assert step.status == "in_doubt"
+    assert "item 2 failed" in (step.reason or "")
+    assert "item(s) 1, 3 stopped while their calls were under way" in (step.reason or "")
+    assert sorted(ledger) == ITEMS
+
+    first[0] = False
+    held = await Execution(plan, tools, store=open_store(), run_id="cut", approve=True).run()
+    assert held.steps["pay"].status == "in_doubt"
+    assert sorted(ledger) == ITEMS, "nothing called while items are in doubt"
+    store = open_store()
+    operations.resolve(store, "cut", "pay", "succeeded", output={"paid": 11}, item=1)
+    operations.resolve(store, "cut", "pay", "retry", item=2)
+    operations.resolve(store, "cut", "pay", "retry", item=3)
+    done = await Execution(plan, tools, store=open_store(), run_id="cut", approve=True).run()
+    assert done.status == "succeeded"
+    assert sorted(ledger[len(ITEMS) :]) == [12, 13]
+    assert done.steps["pay"].output == [{"paid": n} for n in ITEMS]

@@ -14,6 +14,10 @@ from typing import Any
 
 import pytest
 
+import planrail
+from planrail.engine.executor import Execution
+from planrail.store import MemoryStore
+
 PLANRAIL = Path(sys.executable).with_name("planrail")
 
 TOOLS = textwrap.dedent(
@@ -107,3 +111,39 @@ def test_a_loop_killed_mid_iteration_resumes_after_its_last_finished_iteration(
     assert [e["iteration"] for e in ledger] == [1, 2, 3, 3, 4]
     assert {e["key"] for e in ledger} == {"r:loop"}
     assert ledger[3]["seen"] == [{"n": 1}, {"n": 2}], "the resumed loop kept its history"
+
+
+async def test_a_loop_that_ran_out_of_iterations_starts_over_on_resume() -> None:
+    """A loop that ended failed (its ``until`` never held in ``max_iterations``) is a failed
+    step: a resume runs it again from its first iteration — its kept iterations are for a loop
+    that was cut off, not for one that finished."""
+    import planrail
+
+    calls: list[int] = []
+
+    @planrail.tool(side_effects="keyed")
+    def poll(ctx: planrail.StepContext) -> dict[str, int]:
+        """Never done."""
+        calls.append(len(ctx.history) + 1)
+        return {"n": len(ctx.history) + 1}
+
+    plan = planrail.validate(
+        {
+            "goal": "poll",
+            "steps": [
+                {
+                    "id": "loop",
+                    "tool": "poll",
+                    "args": {},
+                    "repeat": {"until": {"ge": ["${self.n}", 9]}, "max_iterations": 2},
+                }
+            ],
+        },
+        [poll],
+    ).raise_for_errors()
+    store = MemoryStore()
+    first = await Execution(plan, [poll], store=store, run_id="x", approve=True).run()
+    assert first.steps["loop"].status == "failed"
+    again = await Execution(plan, [poll], store=store, run_id="x", approve=True).run()
+    assert again.steps["loop"].status == "failed"
+    assert calls == [1, 2, 1, 2]

@@ -196,7 +196,8 @@ class Checkpointer:
                     int(i): (v.get("item"), v.get("output")) for i, v in kept.items()
                 }
             loops = rec.metadata.get("iterations")
-            if isinstance(loops, dict) and loops:
+            # A loop cut off goes on; one that ended failed (out of iterations) starts over.
+            if isinstance(loops, dict) and loops and rec.status != S.FAILED:
                 self._iterations[sid] = {u: list(done) for u, done in loops.items()}
                 self.iterations_done[sid] = {u: list(done) for u, done in loops.items()}
             if rec.status in (S.RUNNING, S.IN_DOUBT) and not self._may_rerun(self.plan.by_id[sid]):

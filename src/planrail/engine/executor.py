@@ -385,6 +385,8 @@ class Execution:
                     background.cancel()
                 if self._stages is not None:
                     self._stages.cancel()
+                if getattr(self.tool_runner, "on_returned", None) == self._dispatch:
+                    self.tool_runner.on_returned = None  # type: ignore[attr-defined]
                 if self.owns_runner:
                     await self.tool_runner.aclose()
                 if self._ckpt is not None:

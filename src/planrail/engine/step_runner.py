@@ -45,7 +45,13 @@ from planrail.engine.attempts import (
 from planrail.engine.checkpoint import args_hash
 from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
 from planrail.engine.resources import ResourceGate
-from planrail.errors import PlanrailError, ReferenceResolutionError, RepeatedCallError, error_dict
+from planrail.errors import (
+    CallCrashedError,
+    PlanrailError,
+    ReferenceResolutionError,
+    RepeatedCallError,
+    error_dict,
+)
 from planrail.plan.compiled import Filler
 from planrail.plan.effects import Effect, step_effect, tool_effect
 from planrail.plan.first import compile_args, fill_first
@@ -583,9 +589,16 @@ class StepRunner:
         order = iter(todo)
         on_item = self.on_item
 
+        keyed = self._effect(step).may_rerun
+
         async def worker() -> None:
             for i in order:
-                res = results[i] = await self._unit(job, (i, items[i]), tallies[i])
+                try:
+                    res = results[i] = await self._unit(job, (i, items[i]), tallies[i])
+                except asyncio.CancelledError:
+                    if tallies[i].attempts and not keyed:  # its call may have been under way
+                        results[i] = Result(False, exc=_cut_off(step, i))
+                    raise
                 if not res.ok:
                     raise _ItemFailed
                 if on_item is not None:
@@ -624,6 +637,17 @@ async def _now(outcome: Outcome) -> Outcome:
 
 class _ItemFailed(Exception):
     """Internal: an item of a fan-out failed for good; the others are cancelled."""
+
+
+def _cut_off(step: Step, index: int) -> CallCrashedError:
+    """The error of an item of an unsafe fan-out cancelled (another item failed) once its call
+    may have started: its effect is unknown."""
+    return CallCrashedError(
+        f"item {index} was stopped while its call was under way (another item failed): it may"
+        " or may not have happened; decide with `planrail resolve --item`",
+        in_doubt=True,
+        step_id=step.id,
+    )
 
 
 def _resolve(outputs: Mapping[str, Any], value: Any) -> Any:
