@@ -2,9 +2,13 @@
 
 For each source tree given (this checkout's ``src`` first, then each ``--against DIR``), runs a
 layered DAG of zero-duration steps through planrail's bench adapter (``prepare`` + ``run``:
-validation, build and execution) once and three times under ``valgrind --tool=callgrind``, and
-reports ``(Ir(3 runs) - Ir(1 run)) / (2 * steps)``: the instructions one more run costs per
-step, start-up and imports cancelled out. Needs valgrind (Debian's package).
+validation, build and execution — what ``planrail.arun(plan)`` does) once and three times under
+``valgrind --tool=callgrind``, and reports ``(Ir(3 runs) - Ir(1 run)) / (2 * steps)``: the
+instructions one more run costs per step, start-up and imports cancelled out. Two more rows
+say what that is against: the same DAG run by the bare asyncio baseline (one task per step,
+``bench/engines/bare_asyncio.py``: the floor of ``bench.overhead``), and, per tree,
+``validate`` alone on ``bench.validation``'s plan of the same size. Needs valgrind (Debian's
+package).
 
     python -m bench.instructions [--steps 2000] [--against /tmp/planrail-before]
     # e.g. git worktree add --detach /tmp/planrail-before 0fa02f0
@@ -32,15 +36,34 @@ dag = layered(n, width=100, seed=1, durations="zero")
 for _ in range(runs):
     assert planrail_adapter.run(dag).per_node_inputs_ok
 """
+BARE = """
+import sys
+from bench.dags import layered
+from bench.engines import bare_asyncio
+runs, n = int(sys.argv[1]), int(sys.argv[2])
+dag = layered(n, width=100, seed=1, durations="zero")
+for _ in range(runs):
+    assert bare_asyncio.run(dag, scale=0.0).per_node_inputs_ok
+"""
+VALIDATE = """
+import sys
+from bench.validation import LIMITS, TOOLS, _cold, generate
+from planrail.plan.validate import validate
+runs, n = int(sys.argv[1]), int(sys.argv[2])
+plan = generate(n)
+for _ in range(runs):
+    _cold()
+    assert validate(plan, TOOLS, limits=LIMITS).valid
+"""
 
 
-def count(tree: Path, runs: int, steps: int) -> int:
-    """Instructions of one child process running the DAG ``runs`` times, code from ``tree``."""
+def count(tree: Path, runs: int, steps: int, child: str = CHILD) -> int:
+    """Instructions of one child process running ``child`` ``runs`` times, code from ``tree``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         env = {**os.environ, "PYTHONPATH": f"{tree / 'src'}{os.pathsep}{ROOT}"}
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-        cmd += [sys.executable, "-c", CHILD, str(runs), str(steps)]
+        cmd += [sys.executable, "-c", child, str(runs), str(steps)]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
         found = re.search(r"Collected : (\d+)", done.stderr)
         if found is None:
@@ -48,8 +71,8 @@ def count(tree: Path, runs: int, steps: int) -> int:
         return int(found.group(1))
 
 
-def per_step(tree: Path, steps: int) -> float:
-    return (count(tree, 3, steps) - count(tree, 1, steps)) / (2 * steps)
+def per_step(tree: Path, steps: int, child: str = CHILD) -> float:
+    return (count(tree, 3, steps, child) - count(tree, 1, steps, child)) / (2 * steps)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -59,12 +82,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     trees = [ROOT, *args.against]
     results = {str(t): per_step(t, args.steps) for t in trees}
+    validation = {str(t): per_step(t, args.steps, VALIDATE) for t in trees}
+    bare = per_step(ROOT, args.steps, BARE)
     base = results[str(ROOT)]
     print(f"instructions per step (build + execute, {args.steps}-step layered DAG)")
+    print(f"  {bare / 1000:8.1f}k  {bare / base:6.3f}x  bare asyncio (one task per step)")
     for tree, ir in results.items():
-        print(f"  {ir / 1000:8.1f}k  {ir / base:6.3f}x  {tree}")
+        print(f"  {ir / 1000:8.1f}k  {ir / base:6.3f}x  {tree}  ({ir / bare:.2f}x bare asyncio)")
+    print(f"validate alone ({args.steps}-step plan of bench.validation)")
+    for tree, ir in validation.items():
+        print(f"  {ir / 1000:8.1f}k  {ir / validation[str(ROOT)]:6.3f}x  {tree}")
     out = ROOT / "bench" / "results" / "instructions.json"
-    out.write_text(json.dumps({"steps": args.steps, "per_step": results}, indent=1) + "\n")
+    record = {"steps": args.steps, "per_step": results, "bare_asyncio": bare}
+    record["validate_per_step"] = validation
+    out.write_text(json.dumps(record, indent=1) + "\n")
     return results
 
 

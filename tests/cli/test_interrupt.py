@@ -90,3 +90,78 @@ def test_ctrl_c_leaves_every_stored_step_final(cli: Cli) -> None:
     assert all(s["status"] not in {"running", "pending"} for s in steps.values())
     if steps["hello"]["status"] == "succeeded":
         assert steps["hello"]["output"] == {"text": "hello Ada", "name": "Ada"}
+
+
+SIGINT_ON_IMPORT = """
+import os, signal, sys
+
+class SigintOnImport:
+    '''Sends this process SIGINT when {module!r} is first imported: a Ctrl-C that lands
+    while planrail is still being imported, before any of its code has run.'''
+
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, SigintOnImport())
+sys.argv = [{script!r}, *{args!r}]
+import runpy
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def _early_interrupt(cli: Cli, code: str) -> subprocess.CompletedProcess[str]:
+    with _sigint_not_ignored():
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=cli.cwd,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+
+
+def test_ctrl_c_while_planrail_is_still_being_imported_exits_130(cli: Cli) -> None:
+    """A SIGINT in the first instants of ``planrail run`` — while ``typer`` is being imported,
+    long before the run's own handler — exits 130 with one line: no traceback, not click's
+    ``Aborted!``, and nothing ran."""
+    plan = str(DATA / "hang.json")
+    args = ["run", plan, "--tools", TOOLS, "--run-id", "r_early", "--yes"]
+    code = SIGINT_ON_IMPORT.format(module="typer", script=str(PLANRAIL), args=args)
+    proc = _early_interrupt(cli, code)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 130, said
+    assert "interrupted" in said
+    assert "Traceback" not in said
+    assert "Aborted" not in said
+    assert cli.calls == []
+
+
+def test_ctrl_c_before_the_run_starts_exits_130(cli: Cli, tmp_path: Path) -> None:
+    """A SIGINT while the command reads its tools file (after the command started, before
+    the run's handler is installed) exits 130 too — not click's ``Aborted!`` exit 1, and not
+    the usage error of a tools file that raises ``KeyboardInterrupt`` itself; nothing is
+    stored."""
+    tools = tmp_path / "interrupting_tools.py"
+    tools.write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands here\n"
+    )
+    args = ["run", str(DATA / "hang.json"), "--tools", str(tools), "--run-id", "r_early2"]
+    with _sigint_not_ignored():
+        proc = subprocess.run(
+            [str(PLANRAIL), *args, "--yes"],
+            cwd=cli.cwd,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 130, said
+    assert "interrupted" in said
+    assert "Traceback" not in said
+    assert "Aborted" not in said
+    assert cli("show", "r_early2").exit_code == 2, "no run was stored"

@@ -257,15 +257,27 @@ ISOLATED = textwrap.dedent(
     def where(step: str) -> int:
         """Returns the pid of the process it runs in."""
         return os.getpid()
+
+    @planrail.tool(side_effects="keyed", timeout=2.0, isolation="process",
+                   retry={"max_attempts": 2, "initial_delay": 0.01})
+    def keyed_isolated(step: str, ctx: planrail.StepContext) -> int:
+        """Its first attempt never returns, its retry does; notes pid, attempt and key first."""
+        with open(PIDS + ".keyed", "a") as f:
+            f.write(f"{os.getpid()} {ctx.attempt} {ctx.idempotency_key}\\n")
+        if ctx.attempt == 1:
+            threading.Event().wait()
+        return os.getpid()
     '''
 )
 
 
 def test_a_process_isolated_tool_is_really_terminated_on_timeout(tmp_path: Path) -> None:
     """``isolation="process"``: the call runs in another process; on its timeout that process
-    is terminated (it no longer exists once the command has exited) and the step fails with
-    AttemptTimeoutError, as an async tool cancelled by its timeout does (the call was stopped,
-    not abandoned: nothing runs on); a second isolated tool returned its own worker's pid."""
+    is terminated (it no longer exists once the command has exited; nothing runs on, nothing is
+    abandoned). The unsafe step is then ``in_doubt``, not failed — its call may have taken
+    effect before it was killed — and not retried; the keyed one is retried with the same
+    idempotency key in another worker and succeeds; a third isolated tool returned its own
+    worker's pid."""
     (tmp_path / "iso_tools.py").write_text(ISOLATED)
     pids = tmp_path / "pids.txt"
     plan = _plan(
@@ -273,12 +285,13 @@ def test_a_process_isolated_tool_is_really_terminated_on_timeout(tmp_path: Path)
         [
             {"id": "h", "tool": "hang_isolated", "args": {"step": "h"}},
             {"id": "w", "tool": "where", "args": {"step": "w"}},
+            {"id": "k", "tool": "keyed_isolated", "args": {"step": "k"}},
         ],
     )
     env = dict(os.environ, STOP_PIDS=str(pids))
     args = [str(PLANRAIL), "run", str(plan), "--tools", str(tmp_path / "iso_tools.py")]
     proc = subprocess.run(
-        [*args, "--yes", "--json", "--store", "memory://"],
+        [*args, "--yes", "--json", "--store", "memory://", "--run-id", "r"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -287,11 +300,19 @@ def test_a_process_isolated_tool_is_really_terminated_on_timeout(tmp_path: Path)
     )
     assert proc.returncode == 1, proc.stderr
     steps = {s["id"]: s for s in json.loads(proc.stdout)["steps"]}
-    assert steps["h"]["status"] == "failed"
-    assert steps["h"]["error"]["type"] == "AttemptTimeoutError"
+    assert steps["h"]["status"] == "in_doubt"
+    assert steps["h"]["error"]["type"] == "CallCrashedError"
+    assert "timed out after 0.5s" in steps["h"]["error"]["message"]
+    assert "killed mid-call" in steps["h"]["error"]["message"]
+    assert steps["h"]["attempts"] == 1
     assert "still run" not in proc.stderr  # nothing abandoned
     assert steps["w"]["status"] == "succeeded"
     worker = int(pids.read_text().split()[0])
     assert steps["w"]["output"] not in (worker, proc.returncode)
-    with pytest.raises(ProcessLookupError):
-        os.kill(worker, 0)
+    keyed = [line.split() for line in (tmp_path / "pids.txt.keyed").read_text().splitlines()]
+    assert [(attempt, key) for _, attempt, key in keyed] == [("1", "r:k"), ("2", "r:k")]
+    assert steps["k"]["status"] == "succeeded"
+    assert steps["k"]["output"] == int(keyed[1][0]) != int(keyed[0][0])
+    for killed in (worker, int(keyed[0][0])):
+        with pytest.raises(ProcessLookupError):
+            os.kill(killed, 0)

@@ -125,6 +125,27 @@ def make_plan(tools: list[Tool], b_tool: str = "keyed", c_arg: str = "token") ->
     return planrail.validate(doc, tools).raise_for_errors()
 
 
+def fan_out_plan(tools: list[Tool], max_parallel: int) -> Plan:
+    """``src`` (a read-only list) then ``pay``: ``pay(n=item)`` for each item of it."""
+    return planrail.validate(
+        {
+            "goal": "pay everyone once",
+            "steps": [
+                {"id": "src", "tool": "source", "args": {}},
+                {
+                    "id": "pay",
+                    "tool": "pay",
+                    "for_each": "${src}",
+                    "args": {"n": "${item}"},
+                    "max_parallel": max_parallel,
+                    "depends_on": ["src"],
+                },
+            ],
+        },
+        tools,
+    ).raise_for_errors()
+
+
 class DyingStore(StoreBase):
     """A :class:`~planrail.store.Store` proxy that drops every write once :meth:`die` was called."""
 

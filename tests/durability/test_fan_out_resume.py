@@ -12,6 +12,7 @@ from planrail.engine.executor import Execution
 from planrail.plan.tools import Tool
 
 from .conftest import Opener
+from .helpers import fan_out_plan
 
 ITEMS = [10, 11, 12, 13, 14, 15]
 
@@ -33,26 +34,6 @@ def _tools(ledger: list[int], failing: set[int]) -> list[Tool]:
     return [source, pay]
 
 
-def _plan(tools: list[Tool], max_parallel: int) -> planrail.Plan:
-    return planrail.validate(
-        {
-            "goal": "pay everyone once",
-            "steps": [
-                {"id": "src", "tool": "source", "args": {}},
-                {
-                    "id": "pay",
-                    "tool": "pay",
-                    "for_each": "${src}",
-                    "args": {"n": "${item}"},
-                    "max_parallel": max_parallel,
-                    "depends_on": ["src"],
-                },
-            ],
-        },
-        tools,
-    ).raise_for_errors()
-
-
 @pytest.mark.parametrize("max_parallel", [1, 3])
 async def test_resume_calls_only_the_items_that_did_not_succeed(
     open_store: Opener, max_parallel: int
@@ -63,7 +44,7 @@ async def test_resume_calls_only_the_items_that_did_not_succeed(
     ledger: list[int] = []
     failing = {13}
     tools = _tools(ledger, failing)
-    plan = _plan(tools, max_parallel)
+    plan = fan_out_plan(tools, max_parallel)
 
     first = await Execution(plan, tools, store=open_store(), run_id="fan", approve=True).run()
     assert first.status == "failed"
@@ -88,7 +69,7 @@ async def test_a_fan_out_without_a_store_reruns_whole() -> None:
     per-item record is a property of durable runs only)."""
     ledger: list[int] = []
     tools = _tools(ledger, set())
-    plan = _plan(tools, 2)
+    plan = fan_out_plan(tools, 2)
     await Execution(plan, tools, approve=True).run()
     await Execution(plan, tools, approve=True).run()
     assert sorted(ledger) == sorted(ITEMS * 2)

@@ -13,8 +13,8 @@ from planrail.errors import PlanValidationError
 from planrail.plan import refs
 from planrail.plan.compiled import CompiledPlan
 from planrail.plan.effects import effects_of
-from planrail.plan.validate import check_plan
 from planrail.plan.tools import ToolRegistry
+from planrail.plan.validate import check_plan
 from planrail.policies.security import SecurityPolicy
 
 CALLS: list[tuple[str, Any]] = []
@@ -108,9 +108,7 @@ def test_a_run_from_the_compiled_plan_parses_nothing_again(
 
     monkeypatch.setattr(refs, "_parse_template", counting)
     CALLS.clear()
-    execution = planrail.prepare(
-        report.compiled, TOOLS, security=SecurityPolicy(), approve=True
-    )
+    execution = planrail.prepare(report.compiled, TOOLS, security=SecurityPolicy(), approve=True)
     execution.approval_request().view()
     result = asyncio.run(execution.run())
     assert result.status == "succeeded", result
@@ -137,7 +135,8 @@ def test_a_compiled_plan_checked_otherwise_is_validated_again() -> None:
     run with tools: the run's own validation finds what the first one could not."""
     bad = {"goal": "g", "steps": [{"id": "who", "tool": "lookup", "args": {"usr": "ana"}}]}
     loose = check_plan(bad)  # no tools: arguments unchecked
-    assert loose.valid and loose.compiled is not None
+    assert loose.valid
+    assert loose.compiled is not None
     with pytest.raises(PlanValidationError) as caught:
         planrail.prepare(loose.compiled, TOOLS, approve=True)
     assert {i.code for i in caught.value.issues} >= {"unknown_argument", "missing_argument"}

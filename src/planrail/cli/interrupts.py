@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from types import FrameType, TracebackType
 from typing import Any, NoReturn
 
 from rich.console import Console
 
-__all__ = ["Interrupts", "exit_on_interrupt"]
+__all__ = ["Interrupts", "exit_on_interrupt", "python_sigint"]
 
 EXIT_INTERRUPTED = 130
 
@@ -95,3 +97,19 @@ def exit_on_interrupt() -> None:
     while a run is driven, and keeps handling it (exit 130 at once) until the process exits."""
     if threading.current_thread() is threading.main_thread():
         atexit.register(signal.signal, signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def python_sigint() -> Iterator[None]:
+    """Python's own SIGINT handling for the block (``KeyboardInterrupt``; ``asyncio.run``
+    cancelling its main task so that the run records itself), in place of the entry point's
+    exit-at-once handler (``src/_planrail_entry.py``). SIGINT ignored stays ignored."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -40,6 +40,7 @@ from planrail.cli.common import (
     security_policy,
     terminal_approver,
 )
+from planrail.cli.interrupts import python_sigint
 from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_result
@@ -191,7 +192,8 @@ def plan_cmd(
     if not (quiet or json_out):
         console.print(f"planning with {model}…")
     try:
-        result = asyncio.run(_run(agent, goal))
+        with python_sigint():  # asyncio.run cancels the agent on Ctrl-C, which records it
+            result = asyncio.run(_run(agent, goal))
     except KeyboardInterrupt:
         console.print("[magenta]interrupted[/]")
         raise typer.Exit(ExitCode.INTERRUPTED) from None

@@ -181,12 +181,22 @@ def resolve_cmd(
         str | None, typer.Option("--output", help="Its output as JSON (with --succeeded).")
     ] = None,
     retry: Annotated[bool, typer.Option("--retry", help="Run the step again on resume.")] = False,
+    failed: Annotated[
+        bool, typer.Option("--failed", help="It did not happen: record it as failed.")
+    ] = False,
+    item: Annotated[
+        int | None,
+        typer.Option(
+            "--item", help="Decide one in-doubt item of a for_each step (its index), not the step."
+        ),
+    ] = None,
     store: StoreOpt = None,
 ) -> None:
-    """Decide an in-doubt step: it happened (``--succeeded``) or it did not (``--retry``)."""
+    """Decide an in-doubt step, or one item of it (``--item I``): it happened
+    (``--succeeded``), it did not (``--retry``: run it again on resume; ``--failed``)."""
     console = out(False)
-    if succeeded == retry:
-        raise fail(console, "give exactly one of --succeeded or --retry", ExitCode.USAGE)
+    if succeeded + retry + failed != 1:
+        raise fail(console, "give exactly one of --succeeded, --retry or --failed", ExitCode.USAGE)
     if output is not None and not succeeded:
         raise fail(console, "--output goes with --succeeded", ExitCode.USAGE)
     value: Any = None
@@ -195,20 +205,23 @@ def resolve_cmd(
             value = json.loads(output)
         except json.JSONDecodeError as exc:
             raise fail(console, f"--output is not JSON: {exc.msg}", ExitCode.USAGE) from None
+    decision: operations.Decision = "succeeded" if succeeded else "retry" if retry else "failed"
     the_store = open_store_or_exit(store, console)
     try:
         operations.resolve(
-            the_store,
-            run_id,
-            step_id,
-            "succeeded" if succeeded else "retry",
-            output=value,
-            by=operator_name(),
+            the_store, run_id, step_id, decision, output=value, item=item, by=operator_name()
         )
     except PlanrailError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
+    what = f"item {item} of step {step_id}" if item is not None else f"step {step_id}"
+    done = {
+        "succeeded": "recorded as succeeded",
+        "retry": "will run again",
+        "failed": "recorded as failed (a resume runs it again)",
+    }[decision]
+    record = the_store.get_steps(run_id).get(step_id)
+    if item is not None and record is not None and record.status == "in_doubt":
+        done += f"; the step stays in doubt ({record.reason})"
     console.print(
-        f"step {step_id} of run {run_id}: "
-        f"{'recorded as succeeded' if succeeded else 'will run again'}; "
-        f"continue with `planrail resume {run_id} --tools …`"
+        f"{what} of run {run_id}: {done}; continue with `planrail resume {run_id} --tools …`"
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from planrail.engine.resources import ResourceGate
-from planrail.engine.runners import Leftovers, stop_watching, watch_leftovers
+from planrail.engine.runners import Leftovers, stop_watching, watch_calls
 from planrail.errors import CallCrashedError, error_dict
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy, retry_after_of
@@ -121,6 +121,9 @@ class Attempt:
     """Added to every attempt record (``iteration``, ``fallback``)."""
     keyed: bool = False
     """The tool honours idempotency keys (:attr:`planrail.plan.effects.Effect.may_rerun`)."""
+    overlap: bool = False
+    """A retry may start while the call it replaces still runs (an abandoned sync call):
+    :attr:`planrail.plan.effects.Effect.retry_may_overlap`."""
 
 
 class AttemptLoop:
@@ -192,7 +195,7 @@ class AttemptLoop:
                 cut = a.timeout
                 if stop_at is not None and (cut is None or stop_at - began < cut):
                     cut = stop_at - began
-                found, token = watch_leftovers()
+                found, token = watch_calls()
                 try:
                     output = await race(clock, a.perform(n), cut)
                 except TimedOut:
@@ -221,9 +224,11 @@ class AttemptLoop:
                     return Result(True, output, args=a.args)
                 finally:
                     stop_watching(token)
-                running = [f for f in found if not f.done()]
-                if running and not a.keyed:  # an unsafe call that could not be stopped runs on
-                    exc = self._abandoned(a, n, exc)
+                running = [f for f in found.running if not f.done()]
+                # An unsafe call that could not be stopped runs on, or was killed mid-call: it
+                # may yet take effect, or may have taken it.
+                if (running or found.killed) and not a.keyed:
+                    exc = self._abandoned(a, n, exc, killed=not running)
             finally:
                 if limited:
                     assert a.resource is not None
@@ -232,7 +237,7 @@ class AttemptLoop:
                     else:
                         self.gate.release(a.resource)
             fatal, retryable = self._classify(exc, a.policy)
-            if running and retryable:  # a retry would overlap the call still running
+            if running and retryable and not a.overlap:  # it would overlap the call still running
                 retryable = False
                 note = "not retried: its call could not be stopped and still runs"
             else:
@@ -254,13 +259,18 @@ class AttemptLoop:
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
-    def _abandoned(a: Attempt, n: int, exc: Exception) -> Exception:
-        """The error of an attempt of an unsafe tool that timed out while its sync call ran on:
-        in doubt (never retried: a retry would overlap it, and it may yet take effect)."""
+    def _abandoned(a: Attempt, n: int, exc: Exception, *, killed: bool = False) -> Exception:
+        """The error of an attempt of an unsafe tool that timed out while its sync call ran on
+        (in doubt, never retried: a retry would overlap it, and it may yet take effect), or
+        whose worker process was killed mid-call (it may have taken effect first)."""
         why = message_of(exc)
+        fate = (
+            "its worker process was killed mid-call: it may or may not have taken effect"
+            if killed
+            else "its call could not be stopped and still runs: it may or may not take effect"
+        )
         return CallCrashedError(
-            f"{why}; its call could not be stopped and still runs: it may or may not take"
-            " effect; decide with `planrail resolve`",
+            f"{why}; {fate}; decide with `planrail resolve`",
             in_doubt=True,
             step_id=a.step.id,
             attempt=n,

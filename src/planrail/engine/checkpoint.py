@@ -132,6 +132,12 @@ class Checkpointer:
         self.items_done: dict[str, dict[int, tuple[Any, Any]]] = {}
         """What a resume found of fan-outs that did not finish: per step, per item index that
         succeeded, its item and its output (those items are not run again)."""
+        self._iterations: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        """Per ``repeat`` step, per unit (``""``, or an item's index): its finished iterations
+        (``{"iteration", "args_hash", "output", "error"}``), in order."""
+        self.iterations_done: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        """What a resume found of loops that did not finish (the same form): a resumed loop
+        continues after them instead of calling them again."""
         self.took_over: str | None = None
         """The owner of a dead runner on this host whose lease this one took over at once."""
 
@@ -189,6 +195,11 @@ class Checkpointer:
                 self.items_done[sid] = {
                     int(i): (v.get("item"), v.get("output")) for i, v in kept.items()
                 }
+            loops = rec.metadata.get("iterations")
+            # A loop cut off goes on; one that ended failed (out of iterations) starts over.
+            if isinstance(loops, dict) and loops and rec.status != S.FAILED:
+                self._iterations[sid] = {u: list(done) for u, done in loops.items()}
+                self.iterations_done[sid] = {u: list(done) for u, done in loops.items()}
             if rec.status in (S.RUNNING, S.IN_DOUBT) and not self._may_rerun(self.plan.by_id[sid]):
                 reason = (
                     "started but its outcome was not recorded, and its tool does not honour "
@@ -346,7 +357,7 @@ class Checkpointer:
                 args=args,
                 args_hash=digest,
                 attempts=attempt,
-                items=self._items.get(step.id),
+                kept=self._kept(step.id),
             )
         )
         loop = asyncio.get_running_loop()
@@ -409,20 +420,57 @@ class Checkpointer:
         """Commit that item ``index`` of a fan-out succeeded with ``output`` (before the step
         ends), so that a resume runs only the items that did not."""
         self._check_lease()
-        kept = self._items.setdefault(result.id, {})
         if self.redactor is not None:
             output = self.redactor.output(result.id, output)
-        kept[str(index)] = {"item": item, "output": output}
+        self._items.setdefault(result.id, {})[str(index)] = {"item": item, "output": output}
+        self._iterations.get(result.id, {}).pop(str(index), None)  # its loop is over
+        self._commit_progress(result)
+
+    def iteration_done(
+        self, result: StepResult, index: int | None, args: Any, entry: dict[str, Any]
+    ) -> None:
+        """Commit a finished iteration of a ``repeat`` step (of item ``index`` inside a
+        fan-out) before the next starts, so that a resume continues after it. ``entry`` is the
+        iteration's history entry; its arguments are kept as their hash only."""
+        self._check_lease()
+        red = self.redactor
+        output, error = entry.get("output"), entry.get("error")
+        if red is not None:
+            output, error = red.output(result.id, output), red.scrub(error)
+        kept = {
+            "iteration": entry.get("iteration"),
+            "args_hash": args_hash(args),
+            "output": output,
+            "error": error,
+        }
+        unit = "" if index is None else str(index)
+        self._iterations.setdefault(result.id, {}).setdefault(unit, []).append(kept)
+        self._commit_progress(result)
+
+    def _commit_progress(self, result: StepResult) -> None:
+        """Commit the step as still running, with what of it has finished (items, iterations)."""
         record = self._clean(
             _record(
                 self.run_id,
                 result,
                 f"{self.run_id}:{result.id}",
                 status=S.RUNNING,
-                items=kept,
+                kept=self._kept(result.id),
             )
         )
         self._commit(steps=[record], events=self._take_events())
+
+    def _kept(self, step_id: str) -> dict[str, Any] | None:
+        """What of an unfinished step a resume keeps: its succeeded items, finished iterations."""
+        items, loops = self._items.get(step_id), self._iterations.get(step_id)
+        if not items and not loops:
+            return None
+        kept: dict[str, Any] = {}
+        if items:
+            kept["items"] = items
+        if loops:
+            kept["iterations"] = loops
+        return kept
 
     def record(self, results: Iterable[StepResult], args: dict[str, Any]) -> None:
         """Commit step outcomes (and queued events and intents) in one transaction."""
@@ -467,7 +515,7 @@ class Checkpointer:
                     f"{self.run_id}:{r.id}",
                     args=args.get(r.id),
                     args_hash=self._digest(r.id, args[r.id]) if r.id in args else None,
-                    items=self._items.get(r.id),
+                    kept=self._kept(r.id),
                 )
             )
             for r in results
@@ -533,7 +581,7 @@ def _record(
     args: Any = None,
     args_hash: str | None = None,
     attempts: int | None = None,
-    items: dict[str, Any] | None = None,
+    kept: dict[str, Any] | None = None,
 ) -> StepRecord:
     return StepRecord(
         run_id=run_id,
@@ -550,14 +598,14 @@ def _record(
         finished_at=r.finished_at,
         degraded=r.degraded,
         attempt_history=r.attempt_history,
-        metadata=_metadata(r, items),
+        metadata=_metadata(r, kept),
     )
 
 
-def _metadata(r: StepResult, items: dict[str, Any] | None) -> dict[str, Any]:
+def _metadata(r: StepResult, kept: dict[str, Any] | None) -> dict[str, Any]:
     meta: dict[str, Any] = {"usage": r.usage} if r.usage else {}
-    if items and r.status != S.SUCCEEDED:  # a whole output replaces the items' outputs
-        meta["items"] = items
+    if kept and r.status != S.SUCCEEDED:  # a whole output replaces the items' outputs
+        meta.update(kept)
     return meta
 
 

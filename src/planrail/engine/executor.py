@@ -323,6 +323,8 @@ class Execution:
             return
         self._build_guard()
         self._wakeup = asyncio.Event()
+        if self.max_concurrency is not None and hasattr(self.tool_runner, "on_returned"):
+            self.tool_runner.on_returned = self._dispatch  # an abandoned call gave its place back
         self._runner = StepRunner(
             {"tool_call": ToolAction(self.registry, self.tool_runner), **self._extra_handlers},
             goal=self.plan.goal,
@@ -336,6 +338,8 @@ class Execution:
             stage_goals=self._stage_goals,
             items_done=self._ckpt.items_done if self._ckpt is not None else None,
             on_item=self._item_done if self._ckpt is not None else None,
+            iterations_done=self._ckpt.iterations_done if self._ckpt is not None else None,
+            on_iteration=self._iteration_done if self._ckpt is not None else None,
             parse=self.compiled.template,
         )
         self.status = "running"
@@ -374,6 +378,8 @@ class Execution:
                     background.cancel()
                 if self._stages is not None:
                     self._stages.cancel()
+                if getattr(self.tool_runner, "on_returned", None) == self._dispatch:
+                    self.tool_runner.on_returned = None  # type: ignore[attr-defined]
                 if self.owns_runner:
                     await self.tool_runner.aclose()
                 if self._ckpt is not None:
@@ -506,7 +512,7 @@ class Execution:
         """Start ready steps, highest priority first, within ``max_concurrency``."""
         sched = self.scheduler
         while sched.has_ready() and not self._aborted:
-            room = None if self.max_concurrency is None else self.max_concurrency - len(self._tasks)
+            room = self._room()
             if room is not None and room <= 0:
                 break
             for sid in sched.take_ready(room):
@@ -526,11 +532,18 @@ class Execution:
         if self._stages is not None and not self._aborted:
             self._poll_stages()
 
+    def _room(self) -> int | None:
+        """How many more steps may start under ``max_concurrency`` (None: no limit). A sync call
+        abandoned on its timeout or cancellation keeps its place until its thread returns."""
+        if self.max_concurrency is None:
+            return None
+        abandoned = getattr(self.tool_runner, "abandoned", 0)
+        return self.max_concurrency - len(self._tasks) - abandoned
+
     def _poll_stages(self) -> None:
         """Start due stage checks; start or skip the steps held for decided ones."""
         assert self._stages is not None
-        room = None if self.max_concurrency is None else self.max_concurrency - len(self._tasks)
-        due, release, skip = self._stages.poll(room)
+        due, release, skip = self._stages.poll(self._room())
         for boundary in due:
             self._stages.start(self._confirm(boundary))
         for sid in release:
@@ -639,12 +652,25 @@ class Execution:
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
         """An item of a fan-out succeeded: commit it now (a resume will not run it again)."""
-        if self._ckpt is None or self._aborted:
+        if self._ckpt is not None:
+            self._progress(f"item {index}", step, self._ckpt.item_done, index, item, output)
+
+    def _iteration_done(
+        self, step: Step, index: int | None, args: Any, entry: dict[str, Any]
+    ) -> None:
+        """An iteration of a ``repeat`` step finished: commit it now (a resume goes on after
+        it)."""
+        if self._ckpt is not None:
+            what = f"iteration {entry.get('iteration')}"
+            self._progress(what, step, self._ckpt.iteration_done, index, args, entry)
+
+    def _progress(self, what: str, step: Step, commit: Callable[..., None], *args: Any) -> None:
+        if self._aborted:
             return
         try:
-            self._ckpt.item_done(self.results[step.id], index, item, output)
-        except Exception:  # the step's own record will say what happened; the item just reruns
-            log.exception("could not record item %d of step %s", index, step.id)
+            commit(self.results[step.id], *args)
+        except Exception:  # the step's own record will say what happened; that part reruns
+            log.exception("could not record %s of step %s", what, step.id)
 
     def _decided(self, step_id: str, attempt: int, data: dict[str, Any]) -> None:
         self._emit(E.POLICY_DECISION, step_id, attempt, data)

@@ -5,7 +5,9 @@ A thread cannot be stopped; a process can. :class:`ProcessWorkers` keeps warm wo
 in one of them. The worker imports the tool by where it was defined — its module, or the
 ``--tools`` file it was loaded from — so the function must be defined at module level. When the
 call is cancelled (a timeout, a cancelled run) its worker is *terminated* (SIGTERM, then SIGKILL
-after a moment) and never reused: the call really stops, and nothing of it runs on.
+after a moment) and never reused: the call really stops, and nothing of it runs on. It may have
+taken effect before it was killed: the attempt loop learns of the kill
+(:func:`planrail.engine.runners.watching`) and makes an ``unsafe`` step ``in_doubt``.
 
 Arguments and return values cross the process boundary by pickling. The measured per-call
 cost is in ``docs/execution.md`` (``bench/isolation.py``).
@@ -19,6 +21,7 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
+from planrail.engine.runners import watching
 from planrail.errors import CallCrashedError, ToolError
 from planrail.plan.tools import Tool
 
@@ -143,6 +146,9 @@ class ProcessWorkers:
                 loop.remove_reader(fd)
                 self.terminated += 1
                 worker.stop()
+                found = watching()
+                if found is not None and kwargs is not None:  # killed mid-call, not warming up
+                    found.killed += 1
                 raise
             except (EOFError, OSError) as exc:
                 loop.remove_reader(fd)

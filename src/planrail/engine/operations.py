@@ -22,11 +22,12 @@ from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import approval_record
 from planrail.engine.checkpoint import RunBusyError
 from planrail.engine.owners import owner_gone
-from planrail.errors import ExecutionError, error_dict
-from planrail.plan.model import Plan
+from planrail.errors import ExecutionError, ReferenceResolutionError, error_dict
+from planrail.plan.first import compile_args
+from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry
-from planrail.store.base import Event, RunNotFoundError, RunRecord, Store
+from planrail.store.base import Event, RunNotFoundError, RunRecord, StepRecord, Store
 from planrail.types import Clock, StepStatus
 
 __all__ = [
@@ -122,12 +123,19 @@ def resolve(
     decision: Decision,
     *,
     output: Any = None,
+    item: int | None = None,
     by: str = "operator",
     registry: ToolRegistry | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> None:
     """Decide an ``in_doubt`` step: its call did happen (``succeeded``, with ``output``), it
-    failed for good (``failed``), or it did not happen and may run again (``retry``)."""
+    failed for good (``failed``), or it did not happen and may run again (``retry``).
+
+    With ``item``, decide one in-doubt item of a ``for_each`` step (one that started and was
+    not recorded as succeeded): ``succeeded`` keeps ``output`` as that item's (a resume does
+    not call it), ``failed``/``retry`` let a resume call it again. The step stays ``in_doubt``
+    until every such item is decided, then becomes ``pending`` (``failed`` if an item was
+    decided so); a resume then runs only the items not recorded as succeeded."""
     if decision not in ("succeeded", "failed", "retry"):
         raise OperationError(f"decision must be succeeded, failed or retry, not {decision!r}")
     if output is not None and decision != "succeeded":
@@ -139,6 +147,9 @@ def resolve(
         raise OperationError(f"step '{step_id}' is {state}, not in doubt", run_id=run_id)
     now = clock.now()
     redactor = _redactor(run, registry)
+    if item is not None:
+        _resolve_item(store, run, record, item, decision, output, by, redactor, now)
+        return
     status = {"succeeded": S.SUCCEEDED, "failed": S.FAILED, "retry": S.PENDING}[decision]
     kept = output if redactor is None else redactor.output(step_id, output)
     decided = dataclasses.replace(
@@ -156,6 +167,111 @@ def resolve(
         steps=[decided],
         events=[_event(run_id, now, "resolve", by, step=step_id, decision=decision)],
     )
+
+
+def _resolve_item(
+    store: Store,
+    run: RunRecord,
+    record: StepRecord,
+    item: int,
+    decision: Decision,
+    output: Any,
+    by: str,
+    redactor: Redactor | None,
+    now: float,
+) -> None:
+    """One in-doubt item of a fan-out step decided (see :func:`resolve`)."""
+    step_id, run_id = record.step_id, run.run_id
+    step = _plan(run).by_id.get(step_id)
+    if step is None or step.for_each is None:
+        raise OperationError(
+            f"step '{step_id}' is not a for_each fan-out: decide it as a whole (no item)",
+            run_id=run_id,
+        )
+    kept: dict[str, Any] = dict(record.metadata.get("items") or {})
+    decided: dict[str, str] = dict(record.metadata.get("decided_items") or {})
+    doubtful = _items_in_doubt(store, run_id, step_id, kept, decided)
+    if item not in doubtful:
+        state = (
+            "succeeded"
+            if str(item) in kept
+            else f"decided already ({decided[str(item)]})"
+            if str(item) in decided
+            else "not started (a resume runs it)"
+        )
+        listed = ", ".join(map(str, sorted(doubtful))) or "none"
+        raise OperationError(
+            f"item {item} of step '{step_id}' is {state}, not in doubt (in doubt: {listed})",
+            run_id=run_id,
+        )
+    if decision == "succeeded":
+        value = _item_value(store, run, step, item)
+        kept[str(item)] = {
+            "item": value,
+            "output": output if redactor is None else redactor.output(step_id, output),
+        }
+    else:
+        decided[str(item)] = decision
+    left = sorted(doubtful - {item})
+    if left:
+        status, reason = S.IN_DOUBT, f"item(s) {', '.join(map(str, left))} still in doubt"
+    elif "failed" in decided.values():
+        status, reason = S.FAILED, f"resolved by {by}: item(s) failed"
+    else:
+        status, reason = S.PENDING, f"resolved by {by}: its in-doubt items decided"
+    decided_now = dataclasses.replace(
+        record,
+        status=status,
+        finished_at=now if status == S.FAILED else record.finished_at,
+        error=error_dict("ResolvedFailed", reason) if status == S.FAILED else record.error,
+        reason=reason,
+        metadata={
+            **record.metadata,
+            "items": kept,
+            "decided_items": decided,
+            "resolved": {"at": now, "decision": decision, "by": by, "item": item},
+        },
+    )
+    store.commit(
+        steps=[decided_now],
+        events=[_event(run_id, now, "resolve", by, step=step_id, item=item, decision=decision)],
+    )
+
+
+def _items_in_doubt(
+    store: Store, run_id: str, step_id: str, kept: dict[str, Any], decided: dict[str, str]
+) -> set[int]:
+    """Items of a fan-out whose call started (an intent ``STEP:i`` is recorded) and that are
+    neither recorded as succeeded nor decided yet."""
+    started = set()
+    for intent in store.intents(run_id):
+        sid, _, index = intent.step_key.rpartition(":")
+        if sid == step_id and index.isdigit():
+            started.add(int(index))
+    return {i for i in started if str(i) not in kept and str(i) not in decided}
+
+
+def _item_value(store: Store, run: RunRecord, step: Step, item: int) -> Any:
+    """The ``for_each`` list's item ``item``, resolved from the stored outputs (a resume keeps
+    a decided item only while its value is the same)."""
+    outputs = {
+        sid: rec.output
+        for sid, rec in store.get_steps(run.run_id).items()
+        if rec.status == S.SUCCEEDED
+    }
+    try:
+        items = compile_args(step.for_each)(outputs)
+    except (ReferenceResolutionError, ValueError) as exc:
+        raise OperationError(
+            f"the for_each list of step '{step.id}' cannot be resolved from the stored outputs:"
+            f" {exc}",
+            run_id=run.run_id,
+        ) from None
+    if type(items) is not list or not 0 <= item < len(items):
+        raise OperationError(
+            f"step '{step.id}' has no item {item} in its for_each list", run_id=run.run_id
+        )
+    return items[item]
 
 
 def retry_step(
@@ -224,9 +340,13 @@ def _event(run_id: str, at: float, action: str, by: str, **details: Any) -> Even
     )
 
 
+def _plan(run: RunRecord) -> Plan:
+    return Plan.model_validate(run.plan)
+
+
 def _redactor(run: RunRecord, registry: ToolRegistry | None) -> Redactor | None:
     try:
-        plan = Plan.model_validate(run.plan)
+        plan = _plan(run)
     except ValueError:
         return None
     return Redactor.for_plan(plan, registry or ToolRegistry())

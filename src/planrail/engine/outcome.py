@@ -40,7 +40,9 @@ def fan_in(results: list[Result | None], tallies: list[Tally]) -> Outcome:
         total.attempts += t.attempts
         total.history.extend(t.history)
         total.add_usage(t.usage)
-    failed = next(((i, r) for i, r in enumerate(results) if r is not None and not r.ok), None)
+    bad = [(i, r) for i, r in enumerate(results) if r is not None and not r.ok]
+    # The item that failed for good comes first: items in doubt were stopped because of it.
+    failed = next(((i, r) for i, r in bad if not in_doubt(r)), bad[0] if bad else None)
     if failed is not None:
         i, res = failed
         error = error_dict(res.exc) if res.exc is not None else None
@@ -53,8 +55,14 @@ def fan_in(results: list[Result | None], tallies: list[Tally]) -> Outcome:
                 f"; item(s) {', '.join(good)} succeeded (recorded with a store: a resume runs"
                 " only the others)"
             )
+        doubtful = [str(k) for k, r in enumerate(results) if r is not None and in_doubt(r)]
+        if doubtful and not in_doubt(res):
+            reason += (
+                f"; item(s) {', '.join(doubtful)} stopped while their calls were under way:"
+                " in doubt, decide with `planrail resolve --item`"
+            )
         return Outcome(
-            S.IN_DOUBT if in_doubt(res) else S.FAILED,
+            S.IN_DOUBT if doubtful else S.FAILED,
             error=error,
             attempts=total.attempts,
             reason=reason,

@@ -7,20 +7,25 @@ way (``planrail.backends.ray.RayRunner`` sends each call to a Ray cluster,
 
 A sync call cannot be stopped from outside its thread. When one is cancelled (a timeout, a
 cancelled run) while its function runs, the call is *abandoned*: the runner stops waiting, and
-the attempt loop learns of it through :func:`leftovers` so that the call keeps holding its
-resource until its thread returns and no retry overlaps it. The threads are daemons: the process
-exits when the run is over even if an abandoned call never returns.
+the attempt loop learns of it through :func:`watching` so that the call keeps holding its
+resource (and its place under the run's ``max_concurrency``) until its thread returns, and no
+retry overlaps it unless its tool allows that. A call that is *killed* mid-call (a worker process
+terminated on timeout) is reported there too: it may have taken effect before it was killed.
+The threads are daemons: the process exits when the run is over even if an abandoned call never
+returns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import queue
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from planrail.plan.tools import Tool
@@ -28,30 +33,42 @@ from planrail.plan.tools import Tool
 if TYPE_CHECKING:
     from planrail.engine.isolation import ProcessWorkers
 
-__all__ = ["Leftovers", "LocalRunner", "leftovers", "stop_watching", "watch_leftovers"]
+__all__ = ["CallWatch", "Leftovers", "LocalRunner", "stop_watching", "watch_calls", "watching"]
 
 Leftovers = list["concurrent.futures.Future[Any]"]
 """Calls of one attempt that were abandoned while they still ran (their futures)."""
 
-_LEFTOVERS: contextvars.ContextVar[Leftovers | None] = contextvars.ContextVar(
-    "planrail_leftovers", default=None
+
+@dataclass(slots=True)
+class CallWatch:
+    """What the runner tells the current attempt about calls it could not finish cleanly."""
+
+    running: Leftovers = field(default_factory=list)
+    """Abandoned calls (cancelled while their thread ran): they may still take effect."""
+    killed: int = 0
+    """Calls killed mid-call (a worker process terminated): they may have taken effect."""
+
+
+_WATCH: contextvars.ContextVar[CallWatch | None] = contextvars.ContextVar(
+    "planrail_call_watch", default=None
 )
 
 
-def watch_leftovers() -> tuple[Leftovers, contextvars.Token[Leftovers | None]]:
-    """Collect the calls abandoned from here on in this context (reset with the token)."""
-    found: Leftovers = []
-    return found, _LEFTOVERS.set(found)
+def watch_calls() -> tuple[CallWatch, contextvars.Token[CallWatch | None]]:
+    """Collect what happens to the calls made from here on in this context (reset with the
+    token)."""
+    found = CallWatch()
+    return found, _WATCH.set(found)
 
 
-def stop_watching(token: contextvars.Token[Leftovers | None]) -> None:
-    """End what :func:`watch_leftovers` started."""
-    _LEFTOVERS.reset(token)
+def stop_watching(token: contextvars.Token[CallWatch | None]) -> None:
+    """End what :func:`watch_calls` started."""
+    _WATCH.reset(token)
 
 
-def leftovers() -> Leftovers | None:
-    """The list the current attempt collects abandoned calls in (None: nobody watches)."""
-    return _LEFTOVERS.get()
+def watching() -> CallWatch | None:
+    """Where the current attempt collects its calls' fate (None: nobody watches)."""
+    return _WATCH.get()
 
 
 class _DaemonPool:
@@ -113,6 +130,9 @@ class LocalRunner:
         self._abandoned: set[concurrent.futures.Future[Any]] = set()
         self._processes: ProcessWorkers | None = None
         """The worker processes of ``isolation="process"`` tools, made at their first call."""
+        self.on_returned: Callable[[], None] | None = None
+        """Called on the run's loop when the thread of an abandoned call returns (the executor
+        counts abandoned calls against ``max_concurrency`` and starts steps again then)."""
 
     @property
     def abandoned(self) -> int:
@@ -148,11 +168,22 @@ class LocalRunner:
         except asyncio.CancelledError:
             if not future.cancel():  # already running: abandoned, not stopped
                 self._abandoned.add(future)
-                future.add_done_callback(self._abandoned.discard)
-                found = leftovers()
+                loop = asyncio.get_running_loop()
+                future.add_done_callback(functools.partial(self._returned, loop))
+                found = watching()
                 if found is not None:
-                    found.append(future)
+                    found.running.append(future)
             raise
+
+    def _returned(
+        self, loop: asyncio.AbstractEventLoop, future: concurrent.futures.Future[Any]
+    ) -> None:
+        """An abandoned call's thread returned (called in that thread)."""
+        self._abandoned.discard(future)
+        listener = self.on_returned
+        if listener is not None:
+            with contextlib.suppress(RuntimeError):  # a closed loop: the run is over
+                loop.call_soon_threadsafe(listener)
 
     async def aclose(self) -> None:
         processes, self._processes = self._processes, None

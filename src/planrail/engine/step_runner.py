@@ -42,10 +42,17 @@ from planrail.engine.attempts import (
     Result,
     Tally,
 )
+from planrail.engine.checkpoint import args_hash
 from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
 from planrail.engine.resources import ResourceGate
-from planrail.errors import PlanrailError, ReferenceResolutionError, RepeatedCallError, error_dict
-from planrail.plan.effects import step_effect
+from planrail.errors import (
+    CallCrashedError,
+    PlanrailError,
+    ReferenceResolutionError,
+    RepeatedCallError,
+    error_dict,
+)
+from planrail.plan.effects import Effect, step_effect, tool_effect
 from planrail.plan.fill import Filler
 from planrail.plan.first import compile_args, fill_first
 from planrail.plan.model import Step
@@ -71,6 +78,8 @@ __all__ = [
 
 
 _UNSET: Any = object()
+_UNKNOWN = tool_effect(None)
+"""The effect of a tool nobody knows: unsafe."""
 
 
 class _Overlay(Mapping[str, Any]):
@@ -129,6 +138,8 @@ class StepRunner:
         stage_goals: Mapping[str, str] | None = None,
         items_done: Mapping[str, Mapping[int, tuple[Any, Any]]] | None = None,
         on_item: Callable[[Step, int, Any, Any], None] | None = None,
+        iterations_done: Mapping[str, Mapping[str, list[dict[str, Any]]]] | None = None,
+        on_iteration: Callable[[Step, int | None, Any, dict[str, Any]], None] | None = None,
         parse: Parse = parse_template,
     ) -> None:
         self.handlers = dict(handlers)
@@ -163,11 +174,18 @@ class StepRunner:
         self._filled_once: set[tuple[str, str]] = set()
         self._predicates: dict[tuple[str, str], Predicate] = {}
         self._fallback_steps: dict[str, Step] = {}
-        self._keyed_steps: dict[tuple[str, str], bool] = {}
+        self._effects: dict[tuple[str, str], Effect] = {}
         self.items_done: Mapping[str, Mapping[int, tuple[Any, Any]]] = items_done or {}
         """Per fan-out step, the items a resume found succeeded: (item, output) by index."""
         self.on_item = on_item
         """Called with (step, index, item, output) as each item of a fan-out succeeds."""
+        self.iterations_done: Mapping[str, Mapping[str, list[dict[str, Any]]]] = (
+            iterations_done or {}
+        )
+        """Per ``repeat`` step, per unit (``""`` or an item's index): the iterations a resume
+        found finished (``iteration``, ``args_hash``, ``output``, ``error``)."""
+        self.on_iteration = on_iteration
+        """Called with (step, item index, args, history entry) as each iteration finishes."""
         self._plain_tools: dict[str, Tool | None] = {}
         """By tool name: the tool, if its calls need no policy machinery (see _plain_tool)."""
 
@@ -359,16 +377,18 @@ class StepRunner:
             priority=job.priority,
             item=index,
             extra=extra,
-            keyed=self._keyed(step),
+            keyed=self._effect(step).may_rerun,
+            overlap=self._effect(step).retry_may_overlap,
         )
 
-    def _keyed(self, step: Step) -> bool:
-        """Whether the step's tool may be called again (:mod:`planrail.plan.effects`)."""
+    def _effect(self, step: Step) -> Effect:
+        """What calling the step's tool does (:mod:`planrail.plan.effects`); no registry: none
+        may run again."""
         key = (step.id, step.tool or "")
-        known = self._keyed_steps.get(key)
+        known = self._effects.get(key)
         if known is None:
-            known = self.tools is not None and step_effect(step, self.tools).may_rerun
-            self._keyed_steps[key] = known
+            known = step_effect(step, self.tools) if self.tools is not None else _UNKNOWN
+            self._effects[key] = known
         return known
 
     def _retry(self, step: Step, spec: ToolSpec | None) -> RetryPolicy:
@@ -389,14 +409,24 @@ class StepRunner:
             until = self._predicate(step, "repeat.until", step.repeat.until)
         except (PlanrailError, ValueError) as exc:
             return Result(False, exc=exc, args=args)
-        history: list[dict[str, Any]] = []
+        history = self._finished_iterations(step, index, args)
         last: Result | None = None
-        for iteration in range(1, cap + 1):
+        if history:  # a resume: the loop goes on after the iterations that finished
+            done = history[-1]
+            if done["error"] is None:
+                try:
+                    if until.evaluate(_Overlay(outputs, {"self": done["output"]})):
+                        return Result(True, copy_json(done["output"]), args=args)
+                except PlanrailError as exc:
+                    return Result(False, exc=exc, args=args)
+        for iteration in range(len(history) + 1, cap + 1):
             attempt = self._attempt(
                 job, step, outputs, args, index, tally, tuple(history), iteration=iteration
             )
             res = await self.loop.run(attempt, tally)
             if res.fatal or isinstance(res.exc, RepeatedCallError):  # no other iteration helps
+                return res
+            if in_doubt(res):  # the call may have happened: no other iteration may follow it
                 return res
             history.append(
                 {
@@ -406,6 +436,8 @@ class StepRunner:
                     "error": None if res.exc is None else error_dict(res.exc),
                 }
             )
+            if self.on_iteration is not None:
+                self.on_iteration(step, index, args, history[-1])
             if res.ok:
                 try:
                     if until.evaluate(_Overlay(outputs, {"self": res.output})):
@@ -424,6 +456,27 @@ class StepRunner:
             ),
             args=args,
         )
+
+    def _finished_iterations(
+        self, step: Step, index: int | None, args: Any
+    ) -> list[dict[str, Any]]:
+        """The history of the iterations of this loop a resume found finished (none if its
+        arguments changed since: the loop then starts over)."""
+        found = self.iterations_done.get(step.id, {}).get("" if index is None else str(index))
+        if not found:
+            return []
+        digest = args_hash(args)
+        if any(e.get("args_hash") != digest for e in found):
+            return []
+        return [
+            {
+                "iteration": e.get("iteration"),
+                "args": copy_json(args),
+                "output": copy_json(e.get("output")),
+                "error": e.get("error"),
+            }
+            for e in found
+        ]
 
     async def _fallback(
         self, job: _Job, outputs: Mapping[str, Any], index: int | None, tally: Tally, failed: Result
@@ -542,9 +595,16 @@ class StepRunner:
         order = iter(todo)
         on_item = self.on_item
 
+        keyed = self._effect(step).may_rerun
+
         async def worker() -> None:
             for i in order:
-                res = results[i] = await self._unit(job, (i, items[i]), tallies[i])
+                try:
+                    res = results[i] = await self._unit(job, (i, items[i]), tallies[i])
+                except asyncio.CancelledError:
+                    if tallies[i].attempts and not keyed:  # its call may have been under way
+                        results[i] = Result(False, exc=_cut_off(step, i))
+                    raise
                 if not res.ok:
                     raise _ItemFailed
                 if on_item is not None:
@@ -583,6 +643,17 @@ async def _now(outcome: Outcome) -> Outcome:
 
 class _ItemFailed(Exception):
     """Internal: an item of a fan-out failed for good; the others are cancelled."""
+
+
+def _cut_off(step: Step, index: int) -> CallCrashedError:
+    """The error of an item of an unsafe fan-out cancelled (another item failed) once its call
+    may have started: its effect is unknown."""
+    return CallCrashedError(
+        f"item {index} was stopped while its call was under way (another item failed): it may"
+        " or may not have happened; decide with `planrail resolve --item`",
+        in_doubt=True,
+        step_id=step.id,
+    )
 
 
 def _resolve(parse: Parse, outputs: Mapping[str, Any], value: Any) -> Any:

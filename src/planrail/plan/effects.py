@@ -15,7 +15,10 @@ The rules, for a step:
   so, else if every tool waives it (``requires_approval: false``) it does not, else exactly when
   it changes the world;
 - it may start before its plan is sealed and approved only if it neither changes the world nor
-  needs approval.
+  needs approval;
+- a retry of it may overlap a call of it that still runs (a timed-out sync call that could not
+  be stopped) only if every tool it may call says so (``overlapping_retries=True``) and none is
+  ``unsafe``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ class Effect:
     """The worst side-effect class of the tools the step may call (``none`` if it calls none)."""
     needs_approval: bool
     """A person (or an approver) must approve the plan before this step runs."""
+    overlapping_retries: bool = False
+    """Every tool the step may call allows a retry while an earlier call still runs."""
 
     @property
     def changes_world(self) -> bool:
@@ -50,6 +55,13 @@ class Effect:
         """Whether a call whose outcome was not recorded may be made again with the same
         idempotency key (read-only, idempotent and keyed tools); otherwise it is in doubt."""
         return self.side_effects != "unsafe"
+
+    @property
+    def retry_may_overlap(self) -> bool:
+        """Whether a retry may start while the call of an earlier attempt still runs (a sync
+        call abandoned on its timeout): only for key-honouring tools that say so; otherwise
+        the attempt is not retried while that call runs."""
+        return self.may_rerun and self.overlapping_retries
 
     @property
     def guarded(self) -> bool:
@@ -67,7 +79,8 @@ def tool_effect(spec: ToolSpec | None) -> Effect:
     if spec is None:
         return Effect("unsafe", True)
     wanted = spec.requires_approval
-    return Effect(spec.side_effects, spec.side_effects != "none" if wanted is None else wanted)
+    needs = spec.side_effects != "none" if wanted is None else wanted
+    return Effect(spec.side_effects, needs, spec.overlapping_retries)
 
 
 def step_effect(step: Step, registry: ToolRegistry) -> Effect:
@@ -75,12 +88,14 @@ def step_effect(step: Step, registry: ToolRegistry) -> Effect:
     tools = _tools_of(step)
     worst: SideEffects = "none"
     votes: list[bool | None] = []
+    overlap = bool(tools)
     for name in tools:
         spec = registry.spec(name)
         side: SideEffects = spec.side_effects if spec is not None else "unsafe"
         if _ORDER[side] > _ORDER[worst]:
             worst = side
         votes.append(spec.requires_approval if spec is not None else None)
+        overlap = overlap and spec is not None and spec.overlapping_retries
     if step.requires_approval is not None:
         needs = step.requires_approval
     elif any(v is True for v in votes):
@@ -89,7 +104,7 @@ def step_effect(step: Step, registry: ToolRegistry) -> Effect:
         needs = False
     else:
         needs = worst != "none"
-    return Effect(worst, needs)
+    return Effect(worst, needs, overlap)
 
 
 def effects_of(steps: Iterable[Step], registry: ToolRegistry) -> dict[str, Effect]:

@@ -121,6 +121,10 @@ class ToolSpec:
     compute: Mapping[str, float] | None = None
     """What one call needs where it runs (``num_cpus``, ``num_gpus``, ``memory`` in bytes), for
     runners that place calls on a cluster (Ray); a step's ``compute`` overrides it."""
+    overlapping_retries: bool = False
+    """A retry may start while an earlier attempt's call still runs (a timed-out sync call that
+    could not be stopped): the tool promises that two calls with one idempotency key at once
+    are safe. Ignored for ``unsafe`` tools (:mod:`planrail.plan.effects` decides)."""
 
     def to_catalog_entry(self) -> dict[str, Any]:
         """This tool in MCP catalog form (``name``, ``description``, ``inputSchema``, ...)."""
@@ -306,6 +310,7 @@ def tool(
     compute: Mapping[str, float] | None = None,
     trusted: bool = False,
     isolation: Isolation = "thread",
+    overlapping_retries: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -326,6 +331,7 @@ def tool(
     compute: Mapping[str, float] | None = None,
     trusted: bool = False,
     isolation: Isolation = "thread",
+    overlapping_retries: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a sync or async function a planrail tool.
 
@@ -333,6 +339,8 @@ def tool(
     ``isolation="process"`` runs each call of a sync tool in a worker process that the local
     runner kills on timeout or cancellation (``docs/execution.md``); the function must be
     importable at module level (or defined in a ``--tools`` file).
+    ``overlapping_retries=True`` (keyed or idempotent tools only) lets a retry start while a
+    timed-out call of the tool still runs in its thread; by default no retry overlaps it.
     """
     if isolation not in typing.get_args(Isolation):
         raise ToolDefinitionError(
@@ -359,6 +367,7 @@ def tool(
             sensitivity=sensitivity,
             compute=compute,
             trusted=trusted,
+            overlapping_retries=overlapping_retries,
         )
         built.isolation = isolation
         return built
@@ -381,6 +390,7 @@ def _build_tool(
     sensitivity: Sensitivity = "public",
     compute: Mapping[str, float] | None = None,
     trusted: bool = False,
+    overlapping_retries: bool = False,
 ) -> Tool:
     if not callable(f):
         raise ToolDefinitionError(f"@tool needs a function, got {f!r}")
@@ -390,6 +400,11 @@ def _build_tool(
         )
     if timeout is not None and timeout <= 0:
         raise ToolDefinitionError(f"timeout must be > 0 seconds, got {timeout!r}")
+    if overlapping_retries and side_effects == "unsafe":
+        raise ToolDefinitionError(
+            "overlapping_retries is for tools that honour idempotency keys (keyed, idempotent"
+            " or none): two calls of an unsafe tool at once may both take effect"
+        )
     if sensitivity not in typing.get_args(Sensitivity):
         raise ToolDefinitionError(
             f"sensitivity must be one of {typing.get_args(Sensitivity)}, got {sensitivity!r}"
@@ -470,6 +485,7 @@ def _build_tool(
         sensitivity=sensitivity,
         compute=compute,
         trusted=bool(trusted),
+        overlapping_retries=bool(overlapping_retries),
     )
     ret = hints.get("return")
     scalar = ret if ret in (str, int, bool) else None
