@@ -187,6 +187,36 @@ def page(browser_context: Synced) -> Iterator[Any]:
         tab.close()
 
 
+@pytest.fixture
+def otel() -> Iterator[Any]:
+    """The observability tests' in-memory OpenTelemetry SDK (spans kept for assertions)."""
+    pytest.importorskip("opentelemetry.sdk", reason="needs the [otel] extra")
+    from observe.helpers import otel_setup  # tests/observe (tests/ is on sys.path)
+
+    yield from otel_setup()
+
+
+TRACED = {
+    "goal": "count, then count again",
+    "steps": [
+        {"id": "count", "tool": "quick", "args": {"n": 1}},
+        {"id": "again", "tool": "quick", "args": {"n": "${count}"}, "depends_on": ["count"]},
+    ],
+}
+
+
+def traced_run(store: Store, otel: Any, run_id: str) -> None:
+    """Run :data:`TRACED` into ``store`` with an OpenTelemetry observer on ``otel``'s SDK."""
+    from planrail.observe import OtelObserver
+    from planrail.runs import prepare
+
+    observer = OtelObserver(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider
+    )
+    execution = prepare(TRACED, registry(), store=store, run_id=run_id, observers=[observer])
+    assert asyncio.run(execution.run()).status == "succeeded"
+
+
 def screenshot(page: Any, name: str) -> None:
     """Save a screenshot for docs/dashboard.md."""
     IMG.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ import planrail
 from planrail.engine.approval import defer
 from planrail.store.base import RunRecord
 
-from .conftest import TOOLS, Served, registry, screenshot
+from .conftest import TOOLS, Served, registry, screenshot, traced_run
 
 CHAIN = {
     "goal": "watch a chain of steps live",
@@ -81,6 +81,7 @@ def test_watch_a_run_from_another_process_change_state_live(served: Served, page
         page.click('#graph g.step[data-step="b"]')
         page.wait_for_selector('#drawer:not([hidden]) [data-field="idempotency key"]')
         assert "wait_for" in page.inner_text("#drawer")
+        assert page.inner_text('[data-field="OpenTelemetry trace id"]') == "not recorded"
         screenshot(page, "step-drawer")
     finally:
         served.open_gate("a")
@@ -220,3 +221,20 @@ def test_the_page_says_disconnected_when_the_stream_drops(served: Served, page: 
     served.server.stop()
     page.wait_for_selector("#banner:not([hidden])")
     assert page.inner_text("#conn") == "disconnected"
+
+
+def test_the_step_drawer_shows_the_opentelemetry_trace_and_span_ids(
+    served: Served, page: Any, otel: Any
+) -> None:
+    """A run traced with OpenTelemetry (the SDK exporting to memory): the step drawer and its
+    JSON show the trace id of the exported spans and the id of the step's own span."""
+    traced_run(served.store, otel, "traced-1")
+    span = otel.by_name("planrail.step count").context
+    trace_id, span_id = format(span.trace_id, "032x"), format(span.span_id, "016x")
+    page.goto(served.url("/runs/traced-1"))
+    page.click('#graph g.step[data-step="count"]')
+    page.wait_for_selector('#drawer:not([hidden]) [data-field="span id"]')
+    assert page.inner_text('[data-field="OpenTelemetry trace id"]') == trace_id
+    assert page.inner_text('[data-field="span id"]') == span_id
+    detail = page.evaluate("fetch('/api/runs/traced-1/steps/count').then((r) => r.json())")
+    assert detail["trace"] == {"trace_id": trace_id, "span_id": span_id}

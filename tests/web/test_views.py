@@ -9,11 +9,20 @@ from typer.testing import CliRunner
 
 from planrail.cli import app
 from planrail.engine.events import EventType
+from planrail.store import open_store
 from planrail.store.base import Event, RunRecord, StepRecord
 from planrail.web.gantt import gantt_svg
-from planrail.web.views import approval_view, critical_path, event_message, run_row, timeline
+from planrail.web.views import (
+    Masker,
+    approval_view,
+    critical_path,
+    event_message,
+    run_row,
+    step_detail,
+    timeline,
+)
 
-from .conftest import registry
+from .conftest import registry, traced_run
 
 PLAN = {
     "goal": "diamond",
@@ -113,6 +122,29 @@ def test_the_approval_view_lists_values_sources_and_the_hash() -> None:
     assert z["provenance"] == {"n": ["tool output of slow"]}
     assert z["side_effects"] == "none"
     assert view["to_approve"] == []
+
+
+def test_the_step_drawer_data_carries_the_stored_opentelemetry_ids(otel: Any) -> None:
+    """A run traced with OpenTelemetry: the drawer's data holds the exported spans' trace id
+    and the id of the step's own span; an untraced run's holds none."""
+    with open_store("memory://") as store:
+        traced_run(store, otel, "traced")
+        run = store.get_run("traced")
+        assert run is not None
+        detail = step_detail(
+            run,
+            store.get_steps("traced")["again"],
+            "again",
+            store.events("traced"),
+            Masker(run, registry()),
+        )
+        span = otel.by_name("planrail.step again").context
+        assert detail["trace"] == {
+            "trace_id": format(span.trace_id, "032x"),
+            "span_id": format(span.span_id, "016x"),
+        }
+        plain = step_detail(_run(), STEPS["a"], "a", [], Masker(_run(), registry()))
+        assert plain["trace"] is None
 
 
 def test_ui_on_all_interfaces_needs_an_explicit_token() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from planrail.engine.approval import ApprovalRequest
 from planrail.engine.events import EventType
 from planrail.observe.graph import COLORS
-from planrail.observe.view import redact
+from planrail.observe.view import redact, trace_ids
 from planrail.plan.effects import effects_of, needing_approval
 from planrail.plan.model import Plan
 from planrail.plan.secrets import Redactor, secret_params_of
@@ -211,19 +211,12 @@ def _sources(run: RunRecord, step_id: str) -> dict[str, list[str]]:
         return {}
 
 
-def _trace_id(run: RunRecord, rec: StepRecord | None) -> str | None:
-    for meta in (rec.metadata if rec is not None else {}, run.metadata):
-        found = meta.get("trace_id") or meta.get("otel_trace_id")
-        if isinstance(found, str):
-            return found
-    return None
-
-
 def step_detail(
     run: RunRecord, rec: StepRecord | None, step_id: str, events: list[Event], masker: Masker
 ) -> dict[str, Any]:
     """The step drawer: plan entry, resolved arguments, output, error, attempts and their
-    delays, idempotency key, provenance of each argument, OpenTelemetry trace id."""
+    delays, idempotency key, provenance of each argument, and the OpenTelemetry trace and span
+    ids a traced run stored with its events."""
     raw = _plan_step(run, step_id)
     resolved = rec.args if rec is not None else None
     return {
@@ -240,7 +233,7 @@ def step_detail(
         "attempt_history": masker.value(_attempts(rec)) if rec is not None else [],
         "idempotency_key": rec.idempotency_key if rec is not None else None,
         "provenance": _sources(run, step_id),
-        "trace_id": _trace_id(run, rec),
+        "trace": trace_ids(((e.type, e.step_id, e.data) for e in events), step_id),
         "events": [
             {"seq": e.seq, "type": e.type, "at": e.at, "attempt": e.attempt}
             for e in events
