@@ -16,7 +16,7 @@ import planrail
 from planrail.engine.approval import defer
 from planrail.store.base import RunRecord
 
-from .conftest import TOOLS, Served, registry, screenshot, traced_run
+from .conftest import TOOLS, Served, registry, replanned_run, screenshot, traced_run
 
 CHAIN = {
     "goal": "watch a chain of steps live",
@@ -238,3 +238,31 @@ def test_the_step_drawer_shows_the_opentelemetry_trace_and_span_ids(
     assert page.inner_text('[data-field="span id"]') == span_id
     detail = page.evaluate("fetch('/api/runs/traced-1/steps/count').then((r) => r.json())")
     assert detail["trace"] == {"trace_id": trace_id, "span_id": span_id}
+
+
+def test_a_replans_approval_page_shows_the_diff_against_the_approved_version(
+    served: Served, page: Any
+) -> None:
+    """An agent's replan stored as RUN-r1 awaiting approval: its approval page shows what
+    changed since the version approved before (step added, removed, changed, and the changed
+    arguments before → after), marks the rows, and links to the version before."""
+    replanned_run(served.store, "replan-1")
+    first = served.store.get_run("replan-1")
+    assert first is not None
+    page.goto(served.url("/runs/replan-1-r1/approval"))
+    page.wait_for_selector("#diff")
+    assert page.inner_text("#diff-added") == "summary"
+    assert page.inner_text("#diff-removed") == "after"
+    assert page.inner_text("#diff-changed") == "mail"
+    assert first.plan_hash[:19] in page.inner_text("#diff h2")
+    to = page.inner_text('#diff tr[data-diff-step="mail"][data-diff-arg="to"]')
+    assert "ops@example.com" in to
+    calls = page.inner_text('#diff tr[data-diff-step="mail"][data-diff-arg="(calls)"]')
+    assert "boom" in calls
+    assert "notify" in calls
+    assert page.query_selector('tr[data-step="summary"][data-change="added"] .change-added')
+    assert page.query_selector('tr[data-step="mail"][data-change="changed"]') is not None
+    screenshot(page, "approval-replan")
+    page.click('#diff a[href="/runs/replan-1/approval"]')
+    page.wait_for_url("**/runs/replan-1/approval")
+    assert page.query_selector("#diff") is None  # the first version has nothing to diff
