@@ -238,6 +238,8 @@ def test_the_step_drawer_shows_the_opentelemetry_trace_and_span_ids(
     assert page.inner_text('[data-field="span id"]') == span_id
     detail = page.evaluate("fetch('/api/runs/traced-1/steps/count').then((r) => r.json())")
     assert detail["trace"] == {"trace_id": trace_id, "span_id": span_id}
+    page.eval_on_selector("#drawer", "(d) => { d.scrollTop = d.scrollHeight; }")
+    screenshot(page, "step-drawer-otel")
 
 
 def test_a_replans_approval_page_shows_the_diff_against_the_approved_version(
@@ -266,3 +268,64 @@ def test_a_replans_approval_page_shows_the_diff_against_the_approved_version(
     page.click('#diff a[href="/runs/replan-1/approval"]')
     page.wait_for_url("**/runs/replan-1/approval")
     assert page.query_selector("#diff") is None  # the first version has nothing to diff
+
+
+HIDDEN_TAB = """
+(() => {
+  // The tab's visibility, as the test sets it; and a count of the run list's requests.
+  let visible = true;
+  Object.defineProperty(Document.prototype, "visibilityState", {
+    configurable: true, get: () => (visible ? "visible" : "hidden"),
+  });
+  Object.defineProperty(Document.prototype, "hidden", { configurable: true, get: () => !visible });
+  window.__runsFetches = 0;
+  const fetch = window.fetch;
+  window.fetch = function (url, ...rest) {
+    if (String(url).startsWith("/api/runs")) window.__runsFetches += 1;
+    return fetch.call(this, url, ...rest);
+  };
+  window.__setVisible = (v) => {
+    visible = v;
+    document.dispatchEvent(new Event("visibilitychange"));
+    return window.__runsFetches;
+  };
+})();
+"""
+
+
+def _stored_run(served: Served, run_id: str) -> None:
+    served.store.create_run(
+        RunRecord(
+            run_id=run_id,
+            plan=CHAIN,
+            plan_hash="h",
+            status="pending",
+            created_at=1.0,
+            updated_at=1.0,
+        )
+    )
+
+
+def test_the_run_list_refreshes_only_while_the_tab_is_visible(served: Served, page: Any) -> None:
+    """In virtual time (Playwright's clock, paused): while the tab is hidden a minute passes
+    without one request for the run list, and a run stored meanwhile does not appear; shown
+    again, the list is fetched at once (the run appears) and every 1.5 s after."""
+    _stored_run(served, "seen-1")
+    page.add_init_script(HIDDEN_TAB)
+    page.clock.install(time=0)
+    page.goto(served.url("/"))
+    page.wait_for_selector('#runs tr[data-run="seen-1"]')
+    page.clock.pause_at(3_600_000)  # an hour in, well past the load: from here on, time is ours
+    fetched = page.evaluate("window.__runsFetches")
+    assert fetched >= 1
+    assert page.evaluate("window.__setVisible(false)") == fetched
+    _stored_run(served, "while-hidden")
+    page.clock.run_for(60_000)
+    assert page.evaluate("window.__runsFetches") == fetched  # not one request while hidden
+    assert page.query_selector('#runs tr[data-run="while-hidden"]') is None
+    assert page.evaluate("window.__setVisible(true)") == fetched + 1  # at once when shown
+    page.wait_for_selector('#runs tr[data-run="while-hidden"]')
+    page.clock.run_for(1_600)
+    assert page.evaluate("window.__runsFetches") == fetched + 2
+    page.clock.run_for(3_000)
+    assert page.evaluate("window.__runsFetches") == fetched + 4
