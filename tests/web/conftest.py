@@ -116,8 +116,8 @@ class Synced:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._target, name)
-        if not callable(attr):  # a property: Playwright objects (page.clock) are wrapped too
-            return Synced(attr, self._loop) if _is_playwright(attr) else attr
+        if not callable(attr):
+            return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
             async def run() -> Any:
