@@ -187,6 +187,80 @@ def page(browser_context: Synced) -> Iterator[Any]:
         tab.close()
 
 
+@pytest.fixture
+def otel() -> Iterator[Any]:
+    """The observability tests' in-memory OpenTelemetry SDK (spans kept for assertions)."""
+    pytest.importorskip("opentelemetry.sdk", reason="needs the [otel] extra")
+    from observe.helpers import otel_setup  # tests/observe (tests/ is on sys.path)
+
+    yield from otel_setup()
+
+
+TRACED = {
+    "goal": "count, then count again",
+    "steps": [
+        {"id": "count", "tool": "quick", "args": {"n": 1}},
+        {"id": "again", "tool": "quick", "args": {"n": "${count}"}, "depends_on": ["count"]},
+    ],
+}
+
+
+def traced_run(store: Store, otel: Any, run_id: str) -> None:
+    """Run :data:`TRACED` into ``store`` with an OpenTelemetry observer on ``otel``'s SDK."""
+    from planrail.observe import OtelObserver
+    from planrail.runs import prepare
+
+    observer = OtelObserver(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider
+    )
+    execution = prepare(TRACED, registry(), store=store, run_id=run_id, observers=[observer])
+    assert asyncio.run(execution.run()).status == "succeeded"
+
+
+REPLAN_GOAL = "count, then tell ops"
+FIRST_VERSION = {
+    "goal": REPLAN_GOAL,
+    "steps": [
+        {"id": "count", "tool": "quick", "args": {"n": 1}},
+        {"id": "mail", "tool": "boom", "args": {"n": "${count}"}, "depends_on": ["count"]},
+        {"id": "after", "tool": "quick", "args": {"n": "${mail}"}, "depends_on": ["mail"]},
+    ],
+}
+REPLAN = {
+    "goal": REPLAN_GOAL,
+    "steps": [
+        {
+            "id": "mail",
+            "tool": "notify",
+            "args": {"to": "ops@example.com", "text": "${count}"},
+            "depends_on": ["count"],
+        },
+        {"id": "summary", "tool": "quick", "args": {"n": 2}},
+    ],
+}
+
+
+def replanned_run(store: Store, run_id: str) -> None:
+    """An agent's run into ``store``: :data:`FIRST_VERSION` fails at ``mail``; the model's
+    replan (:data:`REPLAN`: ``mail`` changed, ``summary`` added, ``after`` dropped, ``count``
+    reused) is stored as ``RUN_ID-r1``, waiting for approval (the callback defers)."""
+    from planrail.agent import Agent
+    from planrail.testing.llm import ScriptedLLM
+
+    agent = Agent(
+        ScriptedLLM([FIRST_VERSION, REPLAN]),
+        registry(),
+        approval=lambda request: None,
+        max_replans=1,
+        store=store,
+        run_id=run_id,
+    )
+    asyncio.run(agent.run(REPLAN_GOAL))
+    replan = store.get_run(f"{run_id}-r1")
+    assert replan is not None
+    assert replan.status == "awaiting_approval"
+
+
 def screenshot(page: Any, name: str) -> None:
     """Save a screenshot for docs/dashboard.md."""
     IMG.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ import planrail
 from planrail.engine.approval import defer
 from planrail.store.base import RunRecord
 
-from .conftest import TOOLS, Served, registry, screenshot
+from .conftest import TOOLS, Served, registry, replanned_run, screenshot, traced_run
 
 CHAIN = {
     "goal": "watch a chain of steps live",
@@ -81,6 +81,7 @@ def test_watch_a_run_from_another_process_change_state_live(served: Served, page
         page.click('#graph g.step[data-step="b"]')
         page.wait_for_selector('#drawer:not([hidden]) [data-field="idempotency key"]')
         assert "wait_for" in page.inner_text("#drawer")
+        assert page.inner_text('[data-field="OpenTelemetry trace id"]') == "not recorded"
         screenshot(page, "step-drawer")
     finally:
         served.open_gate("a")
@@ -220,3 +221,129 @@ def test_the_page_says_disconnected_when_the_stream_drops(served: Served, page: 
     served.server.stop()
     page.wait_for_selector("#banner:not([hidden])")
     assert page.inner_text("#conn") == "disconnected"
+
+
+def test_the_step_drawer_shows_the_opentelemetry_trace_and_span_ids(
+    served: Served, page: Any, otel: Any
+) -> None:
+    """A run traced with OpenTelemetry (the SDK exporting to memory): the step drawer and its
+    JSON show the trace id of the exported spans and the id of the step's own span."""
+    traced_run(served.store, otel, "traced-1")
+    span = otel.by_name("planrail.step count").context
+    trace_id, span_id = format(span.trace_id, "032x"), format(span.span_id, "016x")
+    page.goto(served.url("/runs/traced-1"))
+    page.click('#graph g.step[data-step="count"]')
+    page.wait_for_selector('#drawer:not([hidden]) [data-field="span id"]')
+    assert page.inner_text('[data-field="OpenTelemetry trace id"]') == trace_id
+    assert page.inner_text('[data-field="span id"]') == span_id
+    detail = page.evaluate("fetch('/api/runs/traced-1/steps/count').then((r) => r.json())")
+    assert detail["trace"] == {"trace_id": trace_id, "span_id": span_id}
+    page.eval_on_selector("#drawer", "(d) => { d.scrollTop = d.scrollHeight; }")
+    screenshot(page, "step-drawer-otel")
+
+
+def test_a_replans_approval_page_shows_the_diff_against_the_approved_version(
+    served: Served, page: Any
+) -> None:
+    """An agent's replan stored as RUN-r1 awaiting approval: its approval page shows what
+    changed since the version approved before (step added, removed, changed, and the changed
+    arguments before → after), marks the rows, and links to the version before."""
+    replanned_run(served.store, "replan-1")
+    first = served.store.get_run("replan-1")
+    assert first is not None
+    page.goto(served.url("/runs/replan-1-r1/approval"))
+    page.wait_for_selector("#diff")
+    assert page.inner_text("#diff-added") == "summary"
+    assert page.inner_text("#diff-removed") == "after"
+    assert page.inner_text("#diff-changed") == "mail"
+    assert first.plan_hash[:19] in page.inner_text("#diff h2")
+    to = page.inner_text('#diff tr[data-diff-step="mail"][data-diff-arg="to"]')
+    assert "ops@example.com" in to
+    calls = page.inner_text('#diff tr[data-diff-step="mail"][data-diff-arg="(calls)"]')
+    assert "boom" in calls
+    assert "notify" in calls
+    assert page.query_selector('tr[data-step="summary"][data-change="added"] .change-added')
+    assert page.query_selector('tr[data-step="mail"][data-change="changed"]') is not None
+    screenshot(page, "approval-replan")
+    page.click('#diff a[href="/runs/replan-1/approval"]')
+    page.wait_for_url("**/runs/replan-1/approval")
+    assert page.query_selector("#diff") is None  # the first version has nothing to diff
+
+
+HIDDEN_TAB = """
+(() => {
+  // This page's visibility, as the test sets it; its interval timers on a virtual clock the
+  // test advances (Playwright's own clock would be the whole shared browser context's); and a
+  // count of the run list's requests.
+  let visible = true;
+  Object.defineProperty(Document.prototype, "visibilityState", {
+    configurable: true, get: () => (visible ? "visible" : "hidden"),
+  });
+  Object.defineProperty(Document.prototype, "hidden", { configurable: true, get: () => !visible });
+  let now = 0;
+  let next = 1;
+  const timers = new Map();
+  window.setInterval = (fn, ms) => {
+    timers.set(next, { fn, ms, due: now + ms });
+    return next++;
+  };
+  window.clearInterval = (id) => { timers.delete(id); };
+  window.__advance = (ms) => {
+    const end = now + ms;
+    for (;;) {
+      const due = [...timers.values()].filter((t) => t.due <= end).sort((a, b) => a.due - b.due);
+      if (!due.length) break;
+      now = due[0].due;
+      due[0].due += due[0].ms;
+      due[0].fn();
+    }
+    now = end;
+    return window.__runsFetches;
+  };
+  window.__runsFetches = 0;
+  const fetch = window.fetch;
+  window.fetch = function (url, ...rest) {
+    if (String(url).startsWith("/api/runs")) window.__runsFetches += 1;
+    return fetch.call(this, url, ...rest);
+  };
+  window.__setVisible = (v) => {
+    visible = v;
+    document.dispatchEvent(new Event("visibilitychange"));
+    return window.__runsFetches;
+  };
+})();
+"""
+
+
+def _stored_run(served: Served, run_id: str) -> None:
+    served.store.create_run(
+        RunRecord(
+            run_id=run_id,
+            plan=CHAIN,
+            plan_hash="h",
+            status="pending",
+            created_at=1.0,
+            updated_at=1.0,
+        )
+    )
+
+
+def test_the_run_list_refreshes_only_while_the_tab_is_visible(served: Served, page: Any) -> None:
+    """In virtual time (the page's interval timers on a clock the test advances): while the tab
+    is hidden a minute passes without one request for the run list, and a run stored meanwhile
+    does not appear; shown again, the list is fetched at once (the run appears) and every 1.5 s
+    after."""
+    _stored_run(served, "seen-1")
+    page.add_init_script(HIDDEN_TAB)
+    page.goto(served.url("/"))
+    page.wait_for_selector('#runs tr[data-run="seen-1"]')
+    fetched = page.evaluate("window.__runsFetches")
+    assert fetched == 1  # on load; the interval waits for the virtual clock
+    assert page.evaluate("window.__setVisible(false)") == fetched
+    _stored_run(served, "while-hidden")
+    assert page.evaluate("window.__advance(60000)") == fetched  # not one request while hidden
+    assert page.query_selector('#runs tr[data-run="while-hidden"]') is None
+    assert page.evaluate("window.__setVisible(true)") == fetched + 1  # at once when shown
+    page.wait_for_selector('#runs tr[data-run="while-hidden"]')
+    assert page.evaluate("window.__advance(1600)") == fetched + 2
+    assert page.evaluate("window.__advance(3000)") == fetched + 4

@@ -9,11 +9,21 @@ from typer.testing import CliRunner
 
 from planrail.cli import app
 from planrail.engine.events import EventType
+from planrail.store import open_store
 from planrail.store.base import Event, RunRecord, StepRecord
 from planrail.web.gantt import gantt_svg
-from planrail.web.views import approval_view, critical_path, event_message, run_row, timeline
+from planrail.web.views import (
+    Masker,
+    approval_view,
+    critical_path,
+    event_message,
+    previous_version,
+    run_row,
+    step_detail,
+    timeline,
+)
 
-from .conftest import registry
+from .conftest import registry, replanned_run, traced_run
 
 PLAN = {
     "goal": "diamond",
@@ -113,6 +123,109 @@ def test_the_approval_view_lists_values_sources_and_the_hash() -> None:
     assert z["provenance"] == {"n": ["tool output of slow"]}
     assert z["side_effects"] == "none"
     assert view["to_approve"] == []
+
+
+def test_the_step_drawer_data_carries_the_stored_opentelemetry_ids(otel: Any) -> None:
+    """A run traced with OpenTelemetry: the drawer's data holds the exported spans' trace id
+    and the id of the step's own span; an untraced run's holds none."""
+    with open_store("memory://") as store:
+        traced_run(store, otel, "traced")
+        run = store.get_run("traced")
+        assert run is not None
+        detail = step_detail(
+            run,
+            store.get_steps("traced")["again"],
+            "again",
+            store.events("traced"),
+            Masker(run, registry()),
+        )
+        span = otel.by_name("planrail.step again").context
+        assert detail["trace"] == {
+            "trace_id": format(span.trace_id, "032x"),
+            "span_id": format(span.span_id, "016x"),
+        }
+        plain = step_detail(_run(), STEPS["a"], "a", [], Masker(_run(), registry()))
+        assert plain["trace"] is None
+
+
+def test_a_replans_approval_view_shows_what_changed_since_the_approved_version() -> None:
+    """An agent's replan, stored as RUN-r1: its approval view diffs it against the stored
+    version before it — step added, removed and changed, each changed argument's before and
+    after — and marks each step; the first version has no diff."""
+    with open_store("memory://") as store:
+        replanned_run(store, "rp")
+        first, replan = store.get_run("rp"), store.get_run("rp-r1")
+        assert first is not None
+        assert replan is not None
+        assert previous_version(store, replan) == first
+        assert previous_version(store, first) is None
+        view = approval_view(replan, registry(), previous_version(store, replan))
+        assert approval_view(first, registry())["diff"] is None
+    diff = view["diff"]
+    assert diff["previous_run"] == "rp"
+    assert diff["previous_hash"] == first.plan_hash
+    assert (diff["added"], diff["removed"], diff["changed"]) == (["summary"], ["after"], ["mail"])
+    assert diff["args"]["mail"] == {
+        "(calls)": {"before": "boom", "after": "notify"},
+        "n": {"before": "${count}", "after": None},
+        "text": {"before": None, "after": "${count}"},
+        "to": {"before": None, "after": "ops@example.com"},
+    }
+    assert {s["step"]: s["change"] for s in view["steps"]} == {
+        "count": "same",
+        "mail": "changed",
+        "summary": "added",
+    }
+
+
+def test_a_replans_diff_masks_secret_arguments() -> None:
+    """A secret argument that changed between versions shows as masked on both sides, as on
+    the CLI's approval screen, never in clear."""
+
+    def version(run_id: str, key: str, to: str) -> RunRecord:
+        step = {"id": "mail", "tool": "send", "args": {"to": to, "api_key": key}}
+        return RunRecord(
+            run_id=run_id,
+            plan={"goal": "g", "steps": [step]},
+            plan_hash=run_id,
+            status="awaiting_approval",
+            created_at=1.0,
+            updated_at=1.0,
+        )
+
+    old, new = version("s", "sk-OLD-secret-1", "a@b.c"), version("s-r1", "sk-NEW-secret-2", "d@e.f")
+    view = approval_view(new, registry(), old)
+    assert view["diff"]["changed"] == ["mail"]
+    assert view["diff"]["args"]["mail"]["to"] == {"before": "a@b.c", "after": "d@e.f"}
+    text = str(view)
+    assert "sk-OLD" not in text
+    assert "sk-NEW" not in text
+
+
+def test_only_the_version_before_with_the_same_goal_is_a_replans_previous() -> None:
+    """X-r2's previous version is X-r1 and X-r1's is X; a run of another goal under such an id,
+    or one whose version before is not stored, has none."""
+
+    def stored(run_id: str, goal: str) -> RunRecord:
+        plan = {**PLAN, "goal": goal}
+        return RunRecord(
+            run_id=run_id,
+            plan=plan,
+            plan_hash=run_id,
+            status="failed",
+            created_at=1.0,
+            updated_at=1.0,
+        )
+
+    with open_store("memory://") as store:
+        for run_id, goal in (("x", "g"), ("x-r1", "g"), ("x-r2", "g"), ("y-r1", "g")):
+            store.create_run(stored(run_id, goal))
+        store.create_run(stored("y", "another goal"))
+        assert previous_version(store, stored("x-r2", "g")).run_id == "x-r1"  # type: ignore[union-attr]
+        assert previous_version(store, stored("x-r1", "g")).run_id == "x"  # type: ignore[union-attr]
+        assert previous_version(store, stored("y-r1", "g")) is None
+        assert previous_version(store, stored("z-r1", "g")) is None
+        assert previous_version(store, stored("x-r0", "g")) is None
 
 
 def test_ui_on_all_interfaces_needs_an_explicit_token() -> None:

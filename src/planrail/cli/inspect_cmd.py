@@ -267,6 +267,9 @@ def render_step(console: Console, view: RunView, step_id: str) -> None:
         ("idempotency", d["idempotency_key"] or "—"),
         ("tokens", _tokens(d["usage"])),
     ]
+    if d["trace"]:
+        span = f"  span {d['trace']['span_id']}" if "span_id" in d["trace"] else ""
+        rows.append(("trace", f"{d['trace']['trace_id']}{span}"))
     if d["reason"]:
         rows.append(("reason", d["reason"]))
     if d["error"]:

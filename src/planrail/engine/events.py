@@ -52,8 +52,11 @@ class Event:
     (``duration``, ``error``, ``reason``, ``delay``, ``usage``, ``status``...).
 
     Every consumer (store, trace, observers, the caller of ``iter()``) sees the same object:
-    treat it as read-only. (Not a frozen dataclass: a run makes two or more per step, and a
-    frozen dataclass sets every field through ``object.__setattr__``.)
+    treat it as read-only. One exception: while handling an event, an observer may add a key of
+    its own to ``data`` (the OpenTelemetry observer adds ``otel``, its span's ids); the executor
+    commits the event after its observers ran, so the store keeps what was added. (Not a frozen
+    dataclass: a run makes two or more per step, and a frozen dataclass sets every field through
+    ``object.__setattr__``.)
     """
 
     type: EventType

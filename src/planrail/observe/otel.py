@@ -22,6 +22,13 @@ attributes at once — one SDK call per span instead of one per attribute — so
 shows as the gap between two attempts. When the run span is not sampled and the sampler follows
 the parent (the SDK's default ``ParentBased``, or no SDK at all), no step span is built.
 
+Ids, for the dashboard and ``planrail show``: the observer adds ``data["otel"] =
+{"trace_id", "span_id"}`` (lowercase hex, as OTLP backends show them) to the ``run_started``
+event of a sampled run span, and to each step's final event when its step span is sampled. The
+executor queues an event for the store before it calls the observers, and commits it after, so
+the ids are stored with the event itself (:func:`planrail.observe.view.trace_ids` reads them
+back): no extra write, and nothing at all when nothing samples.
+
 Metrics (attributes are low-cardinality: no run or step ids): ``planrail.runs`` and
 ``planrail.steps`` (counters by status; step counts are added in batches of up to
 ``STEP_COUNT_BATCH`` and when the run ends), ``planrail.retries``, ``planrail.run.duration`` and
@@ -41,12 +48,14 @@ from planrail.errors import MissingExtraError
 if TYPE_CHECKING:
     from planrail.plan.model import Plan
 
-__all__ = ["INSTALL_HINT", "MissingExtraError", "OtelObserver", "require_otel"]
+__all__ = ["INSTALL_HINT", "OTEL_DATA_KEY", "MissingExtraError", "OtelObserver", "require_otel"]
 
 log = logging.getLogger("planrail")
 
 E = EventType
 INSTALL_HINT = "pip install 'planrail[otel]'"
+OTEL_DATA_KEY = "otel"
+"""The key of an event's ``data`` under which the observer records its span's ids."""
 _TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
 _END_STATUS = {
     E.STEP_SUCCEEDED: "succeeded",
@@ -96,6 +105,8 @@ class _Run:
     started: float
     sampled: bool
     """Whether step spans are built (see the module docstring)."""
+    trace_id: str
+    """The run's trace id in hex (recorded with each sampled step span's ids)."""
     steps: dict[str, _Step] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     """Step counts by status not yet added to the ``planrail.steps`` counter."""
@@ -236,7 +247,14 @@ class OtelObserver:
             attrs["planrail.plan_hash"] = event.data["plan_hash"]
         span = self.tracer.start_span("planrail.run", attributes=attrs, start_time=_ns(event.at))
         ctx = self._trace.set_span_in_context(span)
-        self._runs[event.run_id] = _Run(span, ctx, event.at, self._steps_sampled(span))
+        ids = span.get_span_context()
+        trace_id = format(ids.trace_id, "032x")
+        if ids.trace_flags.sampled:
+            event.data[OTEL_DATA_KEY] = {
+                "trace_id": trace_id,
+                "span_id": format(ids.span_id, "016x"),
+            }
+        self._runs[event.run_id] = _Run(span, ctx, event.at, self._steps_sampled(span), trace_id)
 
     def _steps_sampled(self, run_span: Any) -> bool:
         """Whether step spans under ``run_span`` may be recorded: not when it is not and the
@@ -420,6 +438,13 @@ class OtelObserver:
                 {"planrail.attempt": attempt, "planrail.retry.delay": delay},
                 timestamp=_ns(at),
             )
+        if event.step_id == sid:  # the step's own final event (not the run's end closing it)
+            ids = span.get_span_context()
+            if ids.trace_flags.sampled:
+                event.data[OTEL_DATA_KEY] = {
+                    "trace_id": run.trace_id,
+                    "span_id": format(ids.span_id, "016x"),
+                }
         self._attempt_spans(event, sid, step, span, usage, status)
         if status in ("failed", "in_doubt"):
             message = error.get("message") if isinstance(error, dict) else data.get("reason")

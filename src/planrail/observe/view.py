@@ -15,11 +15,12 @@ from typing import Any
 from planrail.engine.checkpoint import load_result
 from planrail.engine.events import EventType
 from planrail.engine.result import RunResult, StepResult
+from planrail.observe.otel import OTEL_DATA_KEY
 from planrail.plan.secrets import REDACTED
 from planrail.store.base import Store
 from planrail.types import StepStatus
 
-__all__ = ["REDACTED", "RunView", "looks_secret", "redact"]
+__all__ = ["REDACTED", "RunView", "looks_secret", "redact", "trace_ids"]
 
 
 _SECRET_WORDS = frozenset(
@@ -57,6 +58,50 @@ def redact(value: Any, secret_names: Iterable[str] = ()) -> Any:
         return v
 
     return walk(value)
+
+
+_OUTCOMES = frozenset(
+    {
+        EventType.STEP_SUCCEEDED,
+        EventType.STEP_DEGRADED,
+        EventType.STEP_FAILED,
+        EventType.STEP_SKIPPED,
+        EventType.STEP_CANCELLED,
+        EventType.STEP_IN_DOUBT,
+    }
+)
+
+
+def trace_ids(
+    events: Iterable[tuple[str, str | None, Mapping[str, Any]]], step_id: str | None = None
+) -> dict[str, str] | None:
+    """The OpenTelemetry ids a traced run stored in its events (``(type, step_id, data)``, in
+    order; see :mod:`planrail.observe.otel`): ``{trace_id, span_id}`` of the span of
+    ``step_id``'s last outcome — a step restored on resume keeps the span of the execution that
+    ran it — else ``{trace_id}`` of the run's latest execution (the span id of the run span
+    when ``step_id`` is None). None when nothing was recorded (not traced, or not sampled)."""
+    run: dict[str, str] | None = None
+    step: dict[str, str] | None = None
+    restored: dict[str, str] | None = None
+    for kind, sid, data in events:
+        ids = data.get(OTEL_DATA_KEY)
+        if not isinstance(ids, dict):
+            continue
+        if kind == EventType.RUN_STARTED:
+            run = ids
+        elif step_id is not None and sid == step_id:
+            if kind in _OUTCOMES:
+                step = ids
+            elif kind == EventType.STEP_RESTORED:
+                restored = ids
+    found = step or restored
+    if found is not None:
+        return {"trace_id": str(found.get("trace_id")), "span_id": str(found.get("span_id"))}
+    if run is None:
+        return None
+    if step_id is None:
+        return {"trace_id": str(run.get("trace_id")), "span_id": str(run.get("span_id"))}
+    return {"trace_id": str(run.get("trace_id"))}
 
 
 SecretsOf = Callable[[str], Iterable[str]]
@@ -180,6 +225,9 @@ class RunView:
             "calls": _calls(self.step_plan(step_id)),
             "inputs": self.args.get(step_id),
             "attempt_history": res.attempt_history,
+            "trace": trace_ids(
+                ((e["type"], e["step_id"], e["data"]) for e in self.events), step_id
+            ),
             "events": [
                 {k: e[k] for k in ("type", "at", "attempt", "data")}
                 for e in self.events

@@ -39,6 +39,7 @@ from planrail.web.views import (
     Masker,
     approval_view,
     event_message,
+    previous_version,
     run_rows,
     step_detail,
     timeline,
@@ -110,7 +111,8 @@ def create_app(dash: Dashboard) -> Any:
         run_id = request.path_params["run_id"]
         try:
             run = await _run(dash, run_id)
-            view = await dash.call(approval_view, run, dash.registry)
+            previous = await dash.call(previous_version, dash.store, run)
+            view = await dash.call(approval_view, run, dash.registry, previous)
         except RunNotFoundError as exc:
             return HTMLResponse(pages.not_found(exc.message), status_code=404)
         except ValueError as exc:

@@ -117,8 +117,15 @@ def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
             for name, src in s["provenance"].items()
         )
         mark = "needs approval" if s["needs_approval"] else ""
+        change = s.get("change")
+        badge = (
+            f' <span class="change change-{escape(change)}">{escape(change)}</span>'
+            if change in ("added", "changed")
+            else ""
+        )
         rows.append(
-            f'<tr data-step="{escape(s["step"])}"><td><code>{escape(s["step"])}</code></td>'
+            f'<tr data-step="{escape(s["step"])}" data-change="{escape(change or "")}">'
+            f"<td><code>{escape(s['step'])}</code>{badge}</td>"
             f"<td>{escape(s['calls'])}</td><td class='fx fx-{escape(s['side_effects'])}'>"
             f"{escape(s['side_effects'])}</td><td>{escape(mark)}</td>"
             f"<td><pre>{_value(s['args'])}</pre></td><td><ul>{sources}</ul></td></tr>"
@@ -141,11 +148,48 @@ def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
 {escape(", ".join(view["to_approve"]))}</div>
 <div class="actions">{buttons}<span id="action-msg" class="msg" role="status"></span></div>
 </section>
+{_diff(view["diff"])}
 <table class="approval"><thead><tr><th>step</th><th>calls</th><th>side effects</th><th></th>
 <th>arguments</th><th>where each value comes from</th></tr></thead>
 <tbody>{"".join(rows)}</tbody></table>"""
     data = {"run": {"run_id": view["run_id"], "can_resume": can_resume}}
     return _shell(f"approve {view['run_id']}", csrf, body, data, "approval")
+
+
+def _diff(diff: dict[str, Any] | None) -> str:
+    """A replan's changes since the version approved before it (nothing for a first plan)."""
+    if diff is None:
+        return ""
+    prev = escape(diff["previous_run"])
+
+    def steps(kind: str) -> str:
+        found = diff[kind]
+        items = "".join(f"<li><code>{escape(sid)}</code></li>" for sid in found)
+        items = items or '<li class="muted">none</li>'
+        return (
+            f'<div class="diff-{kind}"><h3>{kind} ({len(found)})</h3>'
+            f'<ul id="diff-{kind}">{items}</ul></div>'
+        )
+
+    changed_args = "".join(
+        f'<tr data-diff-step="{escape(sid)}" data-diff-arg="{escape(name)}">'
+        f"<td><code>{escape(sid)}</code></td><td>{escape(name)}</td>"
+        f"<td><pre>{_value(values.get('before'))}</pre></td>"
+        f"<td><pre>{_value(values.get('after'))}</pre></td></tr>"
+        for sid, delta in diff["args"].items()
+        for name, values in delta.items()
+    )
+    table = (
+        '<table class="diff-args"><thead><tr><th>step</th><th>argument</th><th>before</th>'
+        f"<th>after</th></tr></thead><tbody>{changed_args}</tbody></table>"
+        if changed_args
+        else ""
+    )
+    return f"""<section id="diff" class="diff"><h2>changed since the approved version
+<code title="{escape(diff["previous_hash"])}">{escape(diff["previous_hash"][:19])}…</code>
+(run <a href="/runs/{prev}/approval"><code>{prev}</code></a>)</h2>
+<div class="diff-lists">{steps("added")}{steps("removed")}{steps("changed")}</div>
+{table}</section>"""
 
 
 def not_found(message: str) -> str:

@@ -8,14 +8,16 @@ secrets). Nothing here writes the store.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from planrail.engine.approval import ApprovalRequest
+from planrail.engine.approval_view import PlanDiff
 from planrail.engine.events import EventType
 from planrail.observe.graph import COLORS
-from planrail.observe.view import redact
+from planrail.observe.view import redact, trace_ids
 from planrail.plan.effects import effects_of, needing_approval
 from planrail.plan.model import Plan
 from planrail.plan.secrets import Redactor, secret_params_of
@@ -30,6 +32,7 @@ __all__ = [
     "approval_view",
     "critical_path",
     "event_message",
+    "previous_version",
     "run_row",
     "run_rows",
     "step_detail",
@@ -211,19 +214,12 @@ def _sources(run: RunRecord, step_id: str) -> dict[str, list[str]]:
         return {}
 
 
-def _trace_id(run: RunRecord, rec: StepRecord | None) -> str | None:
-    for meta in (rec.metadata if rec is not None else {}, run.metadata):
-        found = meta.get("trace_id") or meta.get("otel_trace_id")
-        if isinstance(found, str):
-            return found
-    return None
-
-
 def step_detail(
     run: RunRecord, rec: StepRecord | None, step_id: str, events: list[Event], masker: Masker
 ) -> dict[str, Any]:
     """The step drawer: plan entry, resolved arguments, output, error, attempts and their
-    delays, idempotency key, provenance of each argument, OpenTelemetry trace id."""
+    delays, idempotency key, provenance of each argument, and the OpenTelemetry trace and span
+    ids a traced run stored with its events."""
     raw = _plan_step(run, step_id)
     resolved = rec.args if rec is not None else None
     return {
@@ -240,7 +236,7 @@ def step_detail(
         "attempt_history": masker.value(_attempts(rec)) if rec is not None else [],
         "idempotency_key": rec.idempotency_key if rec is not None else None,
         "provenance": _sources(run, step_id),
-        "trace_id": _trace_id(run, rec),
+        "trace": trace_ids(((e.type, e.step_id, e.data) for e in events), step_id),
         "events": [
             {"seq": e.seq, "type": e.type, "at": e.at, "attempt": e.attempt}
             for e in events
@@ -285,18 +281,54 @@ class ApprovalStep:
     needs_approval: bool
     args: Any
     provenance: dict[str, list[str]]
+    change: str | None = None
+    """On a replan: ``added``, ``changed`` or ``same`` against the previous version."""
 
 
-def approval_view(run: RunRecord, registry: ToolRegistry) -> dict[str, Any]:
+_REPLAN = re.compile(r"^(?P<base>.+)-r(?P<n>[1-9][0-9]*)$")
+
+
+def previous_version(store: Store, run: RunRecord) -> RunRecord | None:
+    """The plan version approved before ``run``'s, when ``run`` is a replan, else None.
+
+    The store links the versions by run id only: an agent stores replan N of run ``X`` as
+    ``X-rN`` (:class:`planrail.agent.Agent`), so the version before is ``X-r(N-1)``, or ``X``
+    for the first replan. A replan keeps the goal (the planner enforces its anchor), so a run
+    of another goal under such an id is not taken for one.
+    """
+    found = _REPLAN.match(run.run_id)
+    if found is None:
+        return None
+    n = int(found["n"])
+    before = store.get_run(found["base"] if n == 1 else f"{found['base']}-r{n - 1}")
+    if before is None or before.plan.get("goal") != run.plan.get("goal"):
+        return None
+    return before
+
+
+def _previous_plan(previous: RunRecord | None) -> Plan | None:
+    if previous is None:
+        return None
+    try:
+        return Plan.model_validate(previous.plan)
+    except ValueError:
+        return None  # a stored version that no longer validates: no diff rather than no page
+
+
+def approval_view(
+    run: RunRecord, registry: ToolRegistry, previous: RunRecord | None = None
+) -> dict[str, Any]:
     """The approval page of a stored run: what each step does, its argument values (masked) and
-    where each comes from, and the hash an approval binds.
+    where each comes from, the hash an approval binds, and — for a replan, given the
+    ``previous`` version (:func:`previous_version`) — the steps added, removed and changed
+    since, with the arguments that changed.
 
-    Built from :class:`~planrail.engine.approval.ApprovalRequest` and
-    :func:`~planrail.plan.effects.effects_of` over the stored plan; the one place to swap for the
-    approval-screen data model when it lands.
+    Built from :class:`~planrail.engine.approval.ApprovalRequest` and its approval screen
+    (:mod:`planrail.engine.approval_view`, the CLI's) over the stored plan.
     """
     plan = Plan.model_validate(run.plan)
     effects = effects_of(plan.steps, registry)
+    before = _previous_plan(previous)
     request = ApprovalRequest.build(
         plan,
         registry,
@@ -304,9 +336,11 @@ def approval_view(run: RunRecord, registry: ToolRegistry) -> dict[str, Any]:
         needing_approval(effects),
         plan_hash=run.plan_hash,
         run_id=run.run_id,
+        previous=before,
         redactor=Redactor.for_plan(plan, registry),
     )
-    screen = {v.id: v for v in request.view().steps}  # the CLI's approval screen, as data
+    view = request.view()  # the CLI's approval screen, as data
+    screen = {v.id: v for v in view.steps}
     masker = Masker(run, registry)
     steps = []
     for s in plan.steps:
@@ -329,6 +363,7 @@ def approval_view(run: RunRecord, registry: ToolRegistry) -> dict[str, Any]:
                 needs_approval=s.id in request.steps,
                 args=args,
                 provenance=provenance,
+                change=_change(view.diff, s.id),
             )
         )
     return {
@@ -340,6 +375,41 @@ def approval_view(run: RunRecord, registry: ToolRegistry) -> dict[str, Any]:
         "to_approve": list(request.steps),
         "steps": [s.__dict__ for s in steps],
         "approval": masker.value(run.approval),
+        "diff": _diff(view.diff, previous, masker, before, plan),
+    }
+
+
+def _change(diff: PlanDiff | None, step_id: str) -> str | None:
+    if diff is None:
+        return None
+    return "added" if step_id in diff.added else "changed" if step_id in diff.changed else "same"
+
+
+def _diff(
+    diff: PlanDiff | None,
+    previous: RunRecord | None,
+    masker: Masker,
+    before: Plan | None,
+    plan: Plan,
+) -> dict[str, Any] | None:
+    """The diff as the page shows it; a changed step that calls something else has a
+    ``(calls)`` row before its arguments (as the approval screen has ``(prompt)``)."""
+    if diff is None or previous is None or before is None:
+        return None
+    rows: dict[str, dict[str, Any]] = {}
+    for sid in diff.changed:
+        old, new = before.step(sid), plan.step(sid)
+        calls = (old.tool or old.action, new.tool or new.action)
+        if calls[0] != calls[1]:
+            rows[sid] = {"(calls)": {"before": calls[0], "after": calls[1]}}
+        rows.setdefault(sid, {}).update(diff.args.get(sid, {}))
+    return {
+        "previous_run": previous.run_id,
+        "previous_hash": previous.plan_hash,
+        "added": list(diff.added),
+        "removed": list(diff.removed),
+        "changed": list(diff.changed),
+        "args": masker.value({sid: delta for sid, delta in rows.items() if delta}),
     }
 
 

@@ -275,7 +275,8 @@
         ),
         field("idempotency key", d.idempotency_key || "—"),
         field("provenance", d.provenance, true),
-        field("OpenTelemetry trace id", d.trace_id || "not recorded"),
+        field("OpenTelemetry trace id", (d.trace && d.trace.trace_id) || "not recorded"),
+        field("span id", (d.trace && d.trace.span_id) || "not recorded"),
       );
       if (d.status === "in_doubt") body.append(resolveForm(base));
       if (d.status === "failed") {
