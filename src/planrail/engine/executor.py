@@ -188,15 +188,16 @@ class Execution:
         self._calling: set[str] = set()
         """Steps whose action has been called and has not finished (for cancellations)."""
         self._overrides: list[dict[str, Any]] = []
-        self._priority: dict[str, float] = {}
-        """Each step's remaining critical path (its priority when it waits for a resource)."""
+        self._priority: dict[str, float] = self.compiled.priority()
+        """Each step's remaining critical path (its priority when it waits for a resource): the
+        compiled plan's, grown here for steps added to an open plan."""
         self._sealed = not open_plan
         self.redactor = Redactor.for_compiled(self.compiled, always=open_plan)
         """Keeps secrets out of what this run records (None: the plan has none)."""
         self._guard: SecurityGuard | None = None
         self._held: list[str] = []
         """Ready steps of an open plan that change the world: they wait for :meth:`seal`."""
-        self.scheduler = Scheduler(self._nodes(plan.steps, self.compiled.priority()))
+        self.scheduler = Scheduler(self._nodes(plan.steps, self._priority))
         if self._sealed:
             self.scheduler.close()
         self.calls = call_guard if call_guard is not None else CallGuard.for_policy(self.policy)
@@ -205,7 +206,8 @@ class Execution:
         self._stage_goals = stage_goals(plan)
 
     def _nodes(self, steps: Iterable[Step], priority: Mapping[str, float]) -> list[Node]:
-        self._priority.update(priority)
+        if priority is not self._priority:  # steps added to an open plan
+            self._priority.update(priority)
         return [Node(s.id, s.depends_on, s.join, priority[s.id]) for s in steps]
 
     # ------------------------------------------------------------------ open plans

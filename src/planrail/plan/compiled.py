@@ -46,15 +46,29 @@ class CompiledStep:
     """One step and what validation learned about it."""
 
     step: Step
-    references: tuple[tuple[StepPath, Reference], ...]
-    """Every well-formed reference the step holds, with its path, in document order (``item``
-    and ``self`` included)."""
+    flat: tuple[Any, ...]
+    """The step's references with their paths, flattened (path, reference, path, ...): one
+    tuple per step, not one per reference (a 100,000-step plan holds a few hundred thousand)."""
     effect: Effect
+
+    @classmethod
+    def of(
+        cls, step: Step, found: Iterable[tuple[StepPath, Reference]], effect: Effect
+    ) -> CompiledStep:
+        return cls(step, tuple(x for pair in found for x in pair), effect)
+
+    @property
+    def references(self) -> list[tuple[StepPath, Reference]]:
+        """Every well-formed reference the step holds, with its path, in document order
+        (``item`` and ``self`` included)."""
+        flat = self.flat
+        return list(zip(flat[::2], flat[1::2], strict=True))
 
     @property
     def reads(self) -> frozenset[str]:
         """The steps whose outputs its references read (locals left out)."""
-        return frozenset(r.step for _, r in self.references if r.step not in LOCAL_NAMES)
+        refs: tuple[Reference, ...] = self.flat[1::2]
+        return frozenset(r.step for r in refs if r.step not in LOCAL_NAMES)
 
     def references_under(self, *prefix: Segment) -> list[Reference]:
         """The references inside the field at ``prefix`` (``"args"``, ``"to"``)."""
@@ -155,8 +169,8 @@ class CompiledPlan:
     def _add(self, step: Step, found: Sequence[tuple[StepPath, Reference]] | None) -> CompiledStep:
         if found is None:
             found = list(self._walk(step))
-        compiled = self.steps[step.id] = CompiledStep(
-            step, tuple(found), step_effect(step, self.registry)
+        compiled = self.steps[step.id] = CompiledStep.of(
+            step, found, step_effect(step, self.registry)
         )
         return compiled
 

@@ -104,7 +104,20 @@ def step_effect(step: Step, registry: ToolRegistry) -> Effect:
         needs = False
     else:
         needs = worst != "none"
-    return Effect(worst, needs, overlap)
+    return _effect(worst, needs, overlap)
+
+
+_EFFECTS: dict[tuple[SideEffects, bool, bool], Effect] = {}
+
+
+def _effect(side_effects: SideEffects, needs_approval: bool, overlap: bool) -> Effect:
+    """The one (immutable) :class:`Effect` of each kind: a big plan holds a handful, not one
+    per step."""
+    key = (side_effects, needs_approval, overlap)
+    found = _EFFECTS.get(key)
+    if found is None:
+        found = _EFFECTS[key] = Effect(side_effects, needs_approval, overlap)
+    return found
 
 
 def effects_of(steps: Iterable[Step], registry: ToolRegistry) -> dict[str, Effect]:
