@@ -149,8 +149,13 @@ class Redactor:
 
     @classmethod
     def for_plan(cls, plan: Plan, registry: ToolRegistry) -> Redactor | None:
-        """A redactor for ``plan``, or ``None`` if no step calls a tool with secrets."""
-        return cls.for_steps(plan.by_id, registry)
+        """A redactor for ``plan``, or ``None`` if no step calls a tool with secrets (the plan
+        is compiled for it: its references are read, as a run's redactor reads them)."""
+        from planrail.plan.compiled import CompiledPlan  # (compiled → tools → this module)
+
+        if not _has_secrets(plan.steps, registry):
+            return None
+        return cls.for_compiled(CompiledPlan.of(plan, registry))
 
     @classmethod
     def for_compiled(cls, compiled: CompiledPlan, *, always: bool = False) -> Redactor | None:
@@ -171,13 +176,8 @@ class Redactor:
         """A redactor for a plan's ``steps`` (step id → step; an open plan adds more with
         :meth:`add_steps`), or ``None`` if no step calls a tool with secrets and not
         ``always``."""
-        if always:
+        if always or _has_secrets(steps.values(), registry):
             return cls(steps, registry, compiled)
-        for step in steps.values():
-            for name in _tools_of(step):
-                spec = registry.spec(name)
-                if spec is not None and (secret_params_of(spec) or spec.sensitivity == "secret"):
-                    return cls(steps, registry, compiled)
         return None
 
     # ------------------------------------------------------------------ static knowledge
@@ -377,6 +377,16 @@ def _install_log_filter() -> None:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _has_secrets(steps: Iterable[Step], registry: ToolRegistry) -> bool:
+    """Whether a step calls a tool with secret parameters or a secret output."""
+    for step in steps:
+        for name in _tools_of(step):
+            spec = registry.spec(name)
+            if spec is not None and (secret_params_of(spec) or spec.sensitivity == "secret"):
+                return True
+    return False
 
 
 def _tools_of(step: Step) -> list[str]:
