@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -177,3 +178,18 @@ def test_validator_accepts_exactly_the_acyclic_fully_declared_plans(
             deps = {s.id: list(s.depends_on) for s in report.plan.steps}
             order = topological_order(deps)
             assert sorted(order) == sorted(deps)
+
+
+def test_critical_paths_do_not_depend_on_the_order_nodes_are_listed_in() -> None:
+    """Listed in a topological order (the fast path) or shuffled (Kahn's order): the same
+    lengths."""
+    rng = random.Random(7)
+    nodes = [f"n{i}" for i in range(300)]
+    deps = {n: rng.sample(nodes[:i], min(i, rng.randrange(4))) for i, n in enumerate(nodes)}
+    cost = {n: rng.choice([0.5, 1.0, 2.0]) for n in nodes}
+    in_order = critical_path_lengths(deps, cost.__getitem__)
+    shuffled = list(deps.items())
+    rng.shuffle(shuffled)
+    assert critical_path_lengths(dict(shuffled), cost.__getitem__) == in_order
+    assert in_order["n0"] >= cost["n0"]
+    assert max(in_order.values()) > 2.0  # there are chains: the test compares real paths

@@ -109,12 +109,17 @@ def critical_path_lengths(
 
     Starting the ready node with the largest value first is the classic critical-path heuristic.
     """
-    order = topological_order(deps)
     dependents: dict[str, list[str]] = {n: [] for n in deps}
+    position = {n: i for i, n in enumerate(deps)}
+    in_order = True  # the usual case: every node listed after what it depends on
     for n, ds in deps.items():
+        here = position[n]
         for d in ds:
-            if d in deps:
+            at = position.get(d)
+            if at is not None:
                 dependents[d].append(n)
+                in_order = in_order and at < here
+    order = list(deps) if in_order else topological_order(deps)
     rest: dict[str, float] = {}
     for n in reversed(order):
         tail = max((rest[m] for m in dependents[n]), default=0.0)

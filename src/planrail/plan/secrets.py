@@ -381,8 +381,12 @@ def _install_log_filter() -> None:
 
 def _has_secrets(steps: Iterable[Step], registry: ToolRegistry) -> bool:
     """Whether a step calls a tool with secret parameters or a secret output."""
+    checked: set[str] = set()  # each tool once: thousands of steps call the same few
     for step in steps:
         for name in _tools_of(step):
+            if name in checked:
+                continue
+            checked.add(name)
             spec = registry.spec(name)
             if spec is not None and (secret_params_of(spec) or spec.sensitivity == "secret"):
                 return True
