@@ -85,7 +85,11 @@ class CompiledPlan:
         registry: ToolRegistry,
         templates: dict[str, Template] | None = None,
         references: Mapping[str, Sequence[tuple[StepPath, Reference]]] | None = None,
+        *,
+        consume: bool = False,
     ) -> None:
+        """``references``: each step's, as validation found them (``None``: found here);
+        ``consume``: ``references`` is a dict that may be emptied as it is read."""
         self.plan = plan
         self.registry = registry
         self._templates: dict[str, Template] = templates if templates is not None else {}
@@ -94,8 +98,12 @@ class CompiledPlan:
         self.checked_with: object = None
         """What validation checked it with (its options and limits), set by
         :func:`~planrail.plan.validate.check_plan`; ``None``: compiled without validation."""
+        take = references.pop if consume and isinstance(references, dict) else None
         for step in plan.steps:
-            found = references.get(step.id) if references is not None else None
+            if take is not None:
+                found = take(step.id, None)
+            else:
+                found = references.get(step.id) if references is not None else None
             self._add(step, found)
 
     @classmethod

@@ -180,7 +180,12 @@ def check_plan(
             plan = report.plan = Plan.model_validate(
                 {**{k: v for k, v in ctx.raw.items() if k != "steps"}, "steps": ctx.steps}
             )
-            compiled = CompiledPlan(plan, ctx.registry, ctx.templates, ctx.compiled_refs)
+            # The passes are done: what only they read goes before the compiled plan is built
+            # (the peak memory of validating a big plan is this moment).
+            refs, ctx.refs, ctx.used, ctx.compiled_refs = ctx.compiled_refs, {}, {}, {}
+            ctx.literal_checks.clear()
+            ctx._walks.clear()
+            compiled = CompiledPlan(plan, ctx.registry, ctx.templates, refs, consume=True)
             if ctx.check_tools:
                 compiled.checked_with = (ctx.options, ctx.limits)
             report.compiled = compiled

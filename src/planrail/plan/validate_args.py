@@ -111,9 +111,9 @@ _SCALARS = frozenset((str, int, float, bool, type(None)))
 def _literal_problems(
     ctx: Context, value: Any, schema: Any, root: Any, types_of: Callable[[str], Any]
 ) -> list[tuple[tuple[str | int, ...], str]]:
-    """:func:`schema.check_literal` of one argument, each (parameter schema, scalar value)
-    checked once per validation: thousands of steps pass the same literal or reference text to
-    the same parameter of the same tool. A list under a plain ``array`` schema is checked item
+    """:func:`schema.check_literal` of one argument, each (parameter schema, reference text or
+    non-string scalar) checked once per validation: thousands of steps pass the same reference
+    to the same parameter of the same tool. A list under a plain ``array`` schema is checked item
     by item the same way (what ``check_literal`` does for it)."""
     kind = type(value)
     if kind is list and _plain_array(schema):
@@ -123,7 +123,9 @@ def _literal_problems(
             for i, v in enumerate(value)
             for sub, problem in _literal_problems(ctx, v, items, root, types_of)
         ]
-    if kind not in _SCALARS:
+    if kind not in _SCALARS or (kind is str and "$" not in value):
+        # plain text is checked at once; remembering every distinct one would cost more memory
+        # than the check costs time (a 100,000-step plan holds ~100,000 ids)
         return list(js.check_literal(value, schema, root, types_of))
     key = (id(schema), id(root), kind, repr(value) if kind is float else value)  # -0.0 != 0.0
     hit = ctx.literal_checks.get(key)

@@ -81,7 +81,9 @@ def prepare(
 
     ``plan`` may be a :class:`~planrail.plan.compiled.CompiledPlan` that validation produced
     (``check_plan(...).compiled``): when it was checked against the same registry with the
-    options this run needs, it is not validated again.
+    options this run needs, it is not validated again — so change nothing in it after its
+    validation (its steps are frozen, their ``args`` dicts are not); an approval is still
+    checked against the hash of its content as it is when the run starts.
 
     Raises :class:`~planrail.PlanValidationError` (with every issue) if the plan is invalid.
     """
