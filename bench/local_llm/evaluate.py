@@ -189,20 +189,20 @@ async def main(args: argparse.Namespace) -> int:
             r.react = await react_one(goal, args)
         results.append(r)
         print(_row(r), flush=True)
+        if args.out:  # after every goal: a long run stopped half-way keeps what it measured
+            report: dict[str, Any] = {
+                "model": args.model,
+                "base_url": args.base_url,
+                "prompt": args.prompt,
+                "goals": [asdict(r) for r in results],
+            }
+            await asyncio.to_thread(Path(args.out).write_text, json.dumps(report, indent=1))
     n = len(results)
     v = sum(r.valid for r in results)
     m = sum(r.reached for r in results)
-    report: dict[str, Any] = {
-        "model": args.model,
-        "base_url": args.base_url,
-        "prompt": args.prompt,
-        "goals": [asdict(r) for r in results],
-    }
     if args.react:
         print()
         print(economy_table(results))
-    if args.out:
-        await asyncio.to_thread(Path(args.out).write_text, json.dumps(report, indent=1))
     print(f"local model: {v}/{n} valid plans within 2 attempts, {m}/{n} reached the expected calls")
     return 0
 
