@@ -73,3 +73,31 @@ def test_evaluate_with_react_prints_the_economy_table(tmp_path: Path) -> None:
     assert "light rain in Paris" in react_requests[1].messages[-1]["content"]
     react = json.loads(out.read_text())["goals"][0]["react"]
     assert (react["stopped"], react["executed"]) == ("final", ["get_weather"])
+
+
+CALL_EVERY_TOOL = """
+import json
+from bench.local_llm import tools
+samples = {"string": "Alice Smith", "number": 2.5}
+for t in tools.TOOLS.values():
+    props = t.spec.input_schema["properties"]
+    t.output(t.fn(**t.call_kwargs({k: samples[p["type"]] for k, p in props.items()}, None)))
+print(json.dumps([name for name, _ in tools.CALLS]))
+"""
+
+
+def test_every_bench_tool_answers_and_records_its_call() -> None:
+    """Each tool of the goal set's catalogs runs with arguments of its input types and records
+    the call (get_contact once clashed with the recorder's own parameter and always failed)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CALL_EVERY_TOOL],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    called = json.loads(proc.stdout)
+    assert len(called) == 13
+    assert "get_contact" in called
