@@ -118,6 +118,7 @@ async def react(llm: LLM, goal: str, tools: Sequence[Tool], *, max_turns: int = 
             break
         except LLMAnswerError as exc:  # an empty answer: said, as any other unusable one
             result.errors += 1
+            result.usage += Usage(calls=1)  # the call was made (its tokens are not reported)
             messages.append(Message("user", f"{exc.message}. {_FORMAT}"))
             continue
         result.usage += response.usage
