@@ -5,6 +5,7 @@
 #   2. the OpenAI-compatible server starts on 127.0.0.1 with the chatml template (it keeps
 #      system messages; SmolLM2 is a chatml model);
 #   3. bench.local_llm.evaluate plans and runs the goal set and prints the summary line.
+#      ARGS=--react (make test-llm ARGS=--react) also runs a plain ReAct loop per goal.
 # With BASE_URL set (or `make test-llm BASE_URL=...`), steps 1-2 are skipped and the
 # evaluation runs against that server instead (MODEL names the model there).
 set -euo pipefail

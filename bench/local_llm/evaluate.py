@@ -10,6 +10,11 @@ per goal: valid or not, attempts, issue codes seen, prompt/output tokens, wall t
 the executed calls covered the goal's expected ones; then exactly one summary line::
 
     local model: V/N valid plans within 2 attempts, M/N reached the expected calls
+
+With ``--react`` each goal is also run through a plain ReAct loop (:mod:`bench.local_llm.react`:
+one tool call per model call, the whole transcript each time) with the same client, model and
+catalog, right after its plan-then-execute run; a table of model calls, input and output
+tokens and wall seconds per goal, with totals, is printed before the summary line.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 
 from bench.local_llm import tools as kit
 from bench.local_llm.goals import GOALS, Goal
+from bench.local_llm.react import react
 from planrail.agent import Agent
 from planrail.llm.openai_client import OpenAIClient
 
@@ -46,6 +52,11 @@ class GoalResult:
     status: str = ""
     raws: list[str] = field(default_factory=list)
     """Every attempt's raw answer."""
+    run_input_tokens: int = 0
+    """Input tokens of every model call of the run (planning and any ``llm_call`` step)."""
+    run_output_tokens: int = 0
+    react: dict[str, Any] | None = None
+    """The same goal through the ReAct loop (``--react``)."""
 
 
 def _client(args: argparse.Namespace) -> OpenAIClient:
@@ -101,7 +112,62 @@ async def plan_one(goal: Goal, args: argparse.Namespace) -> GoalResult:
         executed,
         result.status,
         [a.raw for a in result.attempts],
+        int(result.usage.get("input_tokens", 0)),
+        int(result.usage.get("output_tokens", 0)),
     )
+
+
+async def react_one(goal: Goal, args: argparse.Namespace) -> dict[str, Any]:
+    """``goal`` through the plain ReAct loop, with a fresh client as plan_one has."""
+    kit.CALLS.clear()
+    tools = [kit.TOOLS[n] for n in goal.tools]
+    async with _client(args) as llm:
+        r = await react(llm, goal.goal, tools, max_turns=args.react_turns)
+    executed = [name for name, _ in kit.CALLS]
+    return {
+        "calls": r.usage.calls,
+        "turns": r.turns,
+        "input_tokens": r.usage.input_tokens,
+        "output_tokens": r.usage.output_tokens,
+        "seconds": round(r.seconds, 2),
+        "stopped": r.stopped,
+        "errors": r.errors,
+        "executed": executed,
+        "reached": reached(goal.expected, executed),
+        "final": r.final,
+        "raws": r.raws,
+    }
+
+
+def economy_table(results: list[GoalResult]) -> str:
+    """Per goal and in total: model calls, input and output tokens, wall seconds, for
+    plan-then-execute (planrail) and the ReAct loop; and whether each reached the calls."""
+    lines = [
+        "| goal | planrail calls | ReAct calls | planrail in tok | ReAct in tok"
+        " | planrail out tok | ReAct out tok | planrail s | ReAct s | reached (planrail / ReAct) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    tot = dict.fromkeys(("pc", "rc", "pi", "ri", "po", "ro", "ps", "rs", "pm", "rm"), 0.0)
+    for r in results:
+        x = r.react or {}
+        row = (
+            r.calls, x.get("calls", 0), r.run_input_tokens, x.get("input_tokens", 0),
+            r.run_output_tokens, x.get("output_tokens", 0), r.seconds, x.get("seconds", 0.0),
+            r.reached, bool(x.get("reached")),
+        )  # fmt: skip
+        for key, value in zip(tot, row, strict=True):
+            tot[key] += value
+        lines.append(
+            f"| {r.name} | {row[0]} | {row[1]} | {row[2]:,} | {row[3]:,} | {row[4]:,}"
+            f" | {row[5]:,} | {row[6]:.1f} | {row[7]:.1f}"
+            f" | {'yes' if row[8] else 'no'} / {'yes' if row[9] else 'no'} |"
+        )
+    lines.append(
+        f"| **total ({len(results)} goals)** | {tot['pc']:.0f} | {tot['rc']:.0f}"
+        f" | {tot['pi']:,.0f} | {tot['ri']:,.0f} | {tot['po']:,.0f} | {tot['ro']:,.0f}"
+        f" | {tot['ps']:.1f} | {tot['rs']:.1f} | {tot['pm']:.0f} / {tot['rm']:.0f} |"
+    )
+    return "\n".join(lines)
 
 
 def _row(r: GoalResult) -> str:
@@ -119,19 +185,24 @@ async def main(args: argparse.Namespace) -> int:
     results = []
     for goal in goals:
         r = await plan_one(goal, args)
+        if args.react:
+            r.react = await react_one(goal, args)
         results.append(r)
         print(_row(r), flush=True)
+        if args.out:  # after every goal: a long run stopped half-way keeps what it measured
+            report: dict[str, Any] = {
+                "model": args.model,
+                "base_url": args.base_url,
+                "prompt": args.prompt,
+                "goals": [asdict(r) for r in results],
+            }
+            await asyncio.to_thread(Path(args.out).write_text, json.dumps(report, indent=1))
     n = len(results)
     v = sum(r.valid for r in results)
     m = sum(r.reached for r in results)
-    report: dict[str, Any] = {
-        "model": args.model,
-        "base_url": args.base_url,
-        "prompt": args.prompt,
-        "goals": [asdict(r) for r in results],
-    }
-    if args.out:
-        await asyncio.to_thread(Path(args.out).write_text, json.dumps(report, indent=1))
+    if args.react:
+        print()
+        print(economy_table(results))
     print(f"local model: {v}/{n} valid plans within 2 attempts, {m}/{n} reached the expected calls")
     return 0
 
@@ -149,6 +220,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--only", nargs="*", default=[])
     p.add_argument("--out", default="", help="write the figures as JSON here")
+    p.add_argument(
+        "--react",
+        action="store_true",
+        help="also run each goal through a plain ReAct loop and print the economy table",
+    )
+    p.add_argument("--react-turns", type=int, default=6, help="model calls a ReAct run may make")
     return p
 
 

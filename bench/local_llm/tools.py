@@ -13,8 +13,8 @@ CALLS: list[tuple[str, dict[str, Any]]] = []
 """Every call made, in order (the evaluation clears it per goal)."""
 
 
-def _log(name: str, **args: Any) -> None:
-    CALLS.append((name, args))
+def _log(tool_name: str, /, **args: Any) -> None:
+    CALLS.append((tool_name, args))
 
 
 class Weather(BaseModel):

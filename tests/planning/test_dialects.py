@@ -243,3 +243,37 @@ async def test_a_repeated_answer_stops_the_repairs(kit: Kit) -> None:
         assert len(srv.completions) == 2
     codes = [i.code for i in info.value.attempts[-1].issues]
     assert codes == ["unknown_tool", "repeated_answer"]
+
+
+async def test_the_same_json_spaced_differently_is_a_repeated_answer(kit: Kit) -> None:
+    """A repair answered with the previous plan, only spaced and ordered differently (SmolLM2
+    did that), is the same answer: no third request."""
+    bad = {"steps": [{"id": "x", "tool": "nope", "args": {}, "depends_on": []}]}
+    spaced = '{ "steps": [ {"depends_on": [], "id": "x",  "tool": "nope", "args": { } } ] } '
+    with LLMTestServer([Reply.json(bad), Reply(spaced), Reply.json(bad)]) as srv:
+        async with OpenAIClient("m", base_url=srv.url) as llm:
+            with pytest.raises(PlanningError) as info:
+                await Planner(llm, kit.tools, max_repairs=3).plan(GOAL)
+        assert len(srv.completions) == 2
+    assert [i.code for i in info.value.attempts[-1].issues][-1] == "repeated_answer"
+
+
+async def test_mechanical_json_defects_from_a_constrained_model_are_read(kit: Kit) -> None:
+    """What grammar-constrained small models write and ``json.loads`` refuses by default — a
+    raw newline inside a string, an escape JSON does not have (``\\'``) — is read, with one
+    meaning, at the first attempt: no repair call is spent on it."""
+    answer = (
+        '{"steps": [{"id": "acct", "tool": "create_account",'
+        ' "args": {"name": "Alice\nSmith", "email": "alice@example.com"}, "depends_on": []},'
+        ' {"id": "mail", "tool": "send_email", "args": {"user_id": "${acct.user_id}",'
+        ' "subject": "Hi", "body": "It\\\'s\tdone"}, "depends_on": ["acct"]}]}'
+    )
+    with LLMTestServer([Reply(answer)], dialect="llama_cpp") as srv:
+        async with OpenAIClient("m", base_url=srv.url) as llm:
+            result = await Planner(llm, kit.tools).plan(GOAL)
+        answered = [r for r in srv.completions if r.response_format["type"] == "json_object"]
+    assert len(answered) == 1
+    assert [a.issues for a in result.attempts] == [[]]
+    args = {s.id: s.args for s in result.plan.steps}
+    assert args["acct"]["name"] == "Alice\nSmith"
+    assert args["mail"]["body"] == "It's\tdone"

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planrail.llm.errors import LLMAnswerError
-from planrail.llm.jsontext import extract_json, strip_trailing_commas
+from planrail.llm.jsontext import extract_json, plain_escapes, strip_trailing_commas
 from planrail.planner.stream import StepStream
 
 
@@ -81,3 +81,33 @@ def test_raw_newlines_inside_strings_are_read() -> None:
     """A raw newline inside a string (a grammar-constrained small model wrote one) is read as
     a newline, not refused."""
     assert extract_json('{"city": "New York\n NY"}') == {"city": "New York\n NY"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r'{"text": "it\'s fine"}', {"text": "it's fine"}),
+        (r'{"tool": "get\_weather"}', {"tool": "get_weather"}),
+        (r'{"a": "x\"y\\z\/\n\u00e9"}', {"a": 'x"y\\z/\né'}),
+        (r'{"a": "\\_"}', {"a": "\\_"}),
+    ],
+    ids=["quote", "markdown-underscore", "valid-escapes-kept", "escaped-backslash"],
+)
+def test_escapes_json_does_not_have_read_as_the_character(text: str, expected: object) -> None:
+    """A backslash before a character JSON does not escape is dropped (JavaScript's reading);
+    valid escapes, and an escaped backslash before any character, keep their meaning."""
+    assert extract_json(text) == expected
+
+
+def test_a_backslash_dollar_stays_an_error() -> None:
+    r"""``\$`` has two readings (a literal ``${`` or a reference): it is not read as either."""
+    with pytest.raises(LLMAnswerError, match="not valid JSON"):
+        extract_json(r'{"a": "\${s.x}"}')
+
+
+@given(st.recursive(st.text() | st.integers() | st.booleans(), lambda c: st.lists(c, max_size=3)))
+def test_plain_escapes_leaves_valid_json_alone(value: object) -> None:
+    """On JSON that parses, the escape fix changes nothing (it never alters a valid reading)."""
+    for ascii_only in (True, False):
+        text = json.dumps({"v": value}, ensure_ascii=ascii_only)
+        assert plain_escapes(text) == text

@@ -1,9 +1,11 @@
-"""Reading JSON out of what models actually write.
+r"""Reading JSON out of what models actually write.
 
-Models wrap JSON in code fences, put prose before and after it, and leave trailing commas.
-:func:`extract_json` accepts all of that — and nothing more lenient: no single quotes, no
-comments, no guessing at truncated text. What it cannot read raises
-:class:`~planrail.llm.errors.LLMAnswerError` saying why, so the planner can tell the model.
+Models wrap JSON in code fences, put prose before and after it, leave trailing commas, write
+raw newlines and tabs inside strings (grammar-constrained small models do), and escape
+characters JSON does not escape (``\'``, ``\_``: habits from other languages and Markdown).
+:func:`extract_json` accepts all of that, each with one reading only — and nothing more
+lenient: no single quotes, no comments, no guessing at truncated text. What it cannot read
+raises :class:`~planrail.llm.errors.LLMAnswerError` saying why, so the planner can tell the model.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ from typing import Any
 
 from planrail.llm.errors import LLMAnswerError
 
-__all__ = ["balanced_end", "extract_json", "strip_trailing_commas"]
+__all__ = ["balanced_end", "extract_json", "plain_escapes", "strip_trailing_commas"]
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
 
 
 def extract_json(text: str) -> Any:
-    """The JSON value in ``text``: bare, inside a code fence, or surrounded by prose.
+    r"""The JSON value in ``text``: bare, inside a code fence, or surrounded by prose.
 
-    Trailing commas before ``}`` or ``]`` and raw control characters (newlines, tabs) inside
-    strings are tolerated. Raises :class:`LLMAnswerError` for an
-    empty answer or one holding no readable JSON.
+    Tolerated: trailing commas before ``}`` or ``]``; raw control characters (newlines, tabs)
+    inside strings, read as themselves; a backslash before a character JSON does not escape
+    (``\'``), read as that character, as JavaScript reads it — except ``\$``, which could
+    mean a literal ``${`` (a shell's reading) or a reference, and stays an error. Raises
+    :class:`LLMAnswerError` for an empty answer or one holding no readable JSON.
     """
     stripped = text.strip()
     if not stripped:
@@ -37,7 +41,7 @@ def extract_json(text: str) -> Any:
         candidates.append(stripped[start : end + 1] if end is not None else stripped[start:])
     first_error: json.JSONDecodeError | None = None
     for candidate in candidates:
-        for attempt in (candidate, strip_trailing_commas(candidate)):
+        for attempt in _variants(candidate):
             try:
                 # strict=False: raw control characters (a newline) inside strings are read as
                 # themselves; grammar-constrained small models write them.
@@ -58,6 +62,45 @@ def extract_json(text: str) -> Any:
         else ""
     )
     raise LLMAnswerError(f"the answer is not valid JSON{where}", text=text) from None
+
+
+def _variants(candidate: str) -> list[str]:
+    """``candidate`` as written, then with each mechanical fix (tried in this order)."""
+    no_commas = strip_trailing_commas(candidate)
+    out = [candidate, no_commas]
+    if "\\" in candidate:
+        out.append(plain_escapes(no_commas))
+    return out
+
+
+_KEPT_ESCAPES = frozenset('"\\/bfnrtu$')
+
+
+def plain_escapes(text: str) -> str:
+    r"""``text`` with each backslash inside a string that escapes nothing JSON escapes
+    (``\'``, ``\_``) removed, leaving the character it stood before. Valid escapes, ``\$``
+    (two readings: a literal ``${`` or a reference) and everything outside strings are left
+    alone."""
+    out: list[str] = []
+    in_string = False
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if not in_string:
+            in_string = c == '"'
+            out.append(c)
+        elif c == "\\" and i + 1 < n:
+            if text[i + 1] in _KEPT_ESCAPES:
+                out.append(text[i : i + 2])
+            else:
+                out.append(text[i + 1])
+            i += 2
+            continue
+        else:
+            in_string = c != '"'
+            out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _first_open(text: str) -> int | None:

@@ -6,6 +6,8 @@ Only what needs no guessing (each fix is recorded in the attempt's ``changes``):
   (OpenAI's) makes a model write ``null`` for every optional field it does not use;
 - a ``depends_on`` entry that names no step but is the tool of exactly one step becomes that
   step's id (small models write the tool they wait for);
+- a reference ``${X.field}`` whose ``X`` names no step but is the tool of exactly one other
+  step points at that step instead (the same slip, in a reference);
 - a step listed in its own ``depends_on`` is taken out of it;
 - any other ``depends_on`` entry that names no step, and that no reference of the step uses,
   is dropped: nothing can come from a step that does not exist.
@@ -18,6 +20,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from planrail.errors import ReferenceSyntaxError
+from planrail.plan.refs import Reference, parse_template
 from planrail.plan.tools import ToolRegistry
 
 __all__ = ["prefix_fixes", "prefix_ids"]
@@ -62,6 +66,9 @@ def prefix_fixes(
     by_tool = Counter(s["tool"] for s in tooled)
     owner = {s["tool"]: s["id"] for s in tooled if by_tool[s["tool"]] == 1}
     for i, step in enumerate(out):
+        if isinstance(step, dict):
+            out[i] = _retarget(step, i, {t: o for t, o in owner.items() if t not in ids}, changes)
+    for i, step in enumerate(out):
         deps = step.get("depends_on") if isinstance(step, dict) else None
         if not isinstance(deps, list):
             continue
@@ -84,3 +91,47 @@ def prefix_fixes(
                 fixed.append(dep)
         step["depends_on"] = list(dict.fromkeys(fixed))
     return {**data, "steps": out}, changes
+
+
+_NOT_VALUES = frozenset({"id", "tool", "action", "depends_on"})
+
+
+def _retarget(
+    step: dict[str, Any], i: int, owner: dict[str, str], changes: list[str]
+) -> dict[str, Any]:
+    """``step`` with references to a tool name pointed at the one step calling that tool."""
+    mine = {t: o for t, o in owner.items() if o != step.get("id")}
+    if not mine:
+        return step
+    out = dict(step)
+    for key in step.keys() - _NOT_VALUES:
+        out[key] = _retarget_value(step[key], mine, f"$.steps[{i}].{key}", changes)
+    return out
+
+
+def _retarget_value(value: Any, owner: dict[str, str], at: str, changes: list[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _retarget_value(v, owner, f"{at}.{k}", changes) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_retarget_value(v, owner, f"{at}[{n}]", changes) for n, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+    try:
+        template = parse_template(value)
+    except ReferenceSyntaxError:
+        return value  # the validator reports it
+    if not any(r.step in owner for r in template.references):
+        return value
+    pieces: list[str] = []
+    for part in template.parts:
+        if isinstance(part, str):
+            pieces.append(part.replace("${", "$${"))
+        elif part.step in owner:
+            pieces.append(str(Reference(owner[part.step], part.path)))
+            changes.append(
+                f"{at}: '${{{part.step}...}}' names a tool; the step calling it is"
+                f" '{owner[part.step]}'"
+            )
+        else:
+            pieces.append(str(part))
+    return "".join(pieces)

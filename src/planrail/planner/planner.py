@@ -9,10 +9,11 @@ provider was asked in — is kept for the trace and the run's record.
 
 An answer cut off at ``max_tokens`` is never parsed (issue ``answer_cut_off``); a plan without
 steps is an error (``empty_plan``); a model that answers a repair with its previous answer
-again is not asked a third time (``repeated_answer``); a request that does not fit the model's
-context ends planning with ``context_length`` instead of being mistaken for a refused schema.
-The prompt is ``full`` (:mod:`planrail.planner.prompt`) or ``compact``
-(:mod:`planrail.planner.compact`); ``auto`` picks compact for small contexts.
+again (the same JSON, however spaced) is not asked a third time (``repeated_answer``); a
+request that does not fit the model's context ends planning with ``context_length`` instead
+of being mistaken for a refused schema. The prompt is ``full``
+(:mod:`planrail.planner.prompt`) or ``compact`` (:mod:`planrail.planner.compact`); ``auto``
+picks compact for small contexts.
 """
 
 from __future__ import annotations
@@ -303,7 +304,7 @@ class Planner:
                 at=self.clock.now(),
                 usage=response.usage.to_dict(),
             )
-            if n > 0 and response.text.strip() == attempts[-2].raw.strip():
+            if n > 0 and _same_answer(response.text, attempts[-2].raw):
                 # Asking again would get the same answer: stop, keeping what was wrong with it.
                 attempt.issues = [
                     *attempts[-2].issues,
@@ -431,6 +432,17 @@ class Planner:
             raise LLMAnswerError("the stream ended without an answer")
         self._event("plan_streamed", steps=scanner.count)
         return stream.response
+
+
+def _same_answer(text: str, before: str) -> bool:
+    """Whether ``text`` says what ``before`` said: the same JSON (spacing and key order aside),
+    or the same text when either is not JSON."""
+    if text.strip() == before.strip():
+        return True
+    try:
+        return bool(extract_json(text) == extract_json(before))
+    except LLMAnswerError:
+        return False
 
 
 def _new_steps(data: dict[str, Any]) -> bool:
