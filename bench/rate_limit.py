@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import looptime
@@ -35,11 +35,10 @@ from planrail.policies import RunPolicy
 class FifoExecution(Execution):
     """The same executor with every priority 0: ready steps and resource waiters go FIFO."""
 
-    def _nodes(self, steps: Iterable[Step]) -> list[Node]:
-        nodes = super()._nodes(steps)
-        for node in nodes:
-            self._priority[node.id] = 0.0
-        return [dataclasses.replace(n, priority=0.0) for n in nodes]
+    def _nodes(self, steps: Iterable[Step], priority: Mapping[str, float]) -> list[Node]:
+        flat = dict.fromkeys(priority, 0.0)
+        self._priority = flat  # what resource waiters are ordered by (read at run start)
+        return [dataclasses.replace(n, priority=0.0) for n in super()._nodes(steps, flat)]
 
 
 @planrail.tool(resource="api", side_effects="none")
