@@ -66,8 +66,8 @@ def runner(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    """A fresh ledger; its release file is created at the end so no blocking tool outlives
-    the test (a sync call on the local runner cannot be stopped, only abandoned)."""
+    """A fresh ledger; its blocking tools are let go at the end so none outlives the test (a
+    sync call on the local runner cannot be stopped, only abandoned)."""
     found = Ledger(tmp_path)
     yield found
-    found.release.touch()
+    found.let_go()

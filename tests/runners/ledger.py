@@ -50,7 +50,18 @@ class Ledger:
         self.path = directory / "ledger.jsonl"
         self.path.touch()
         self.release = directory / "release"
-        """Blocking tools return once this file exists (so no thread outlives the tests)."""
+        """A FIFO: blocking tools wait until it is readable, which :meth:`let_go` makes it
+        (the test and the call may be in different processes)."""
+        os.mkfifo(self.release)
+        self._writer: int | None = None
+
+    def let_go(self) -> None:
+        """Release every blocking tool, now and later: one byte stays in the FIFO (nobody
+        reads it), so it is readable for every waiter; the test keeps it open (``O_RDWR``
+        never blocks on Linux)."""
+        if self._writer is None:
+            self._writer = os.open(self.release, os.O_RDWR | os.O_NONBLOCK)
+            os.write(self._writer, b"x")
 
     def __str__(self) -> str:
         return str(self.path)

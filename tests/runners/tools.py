@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
+import select
 from pathlib import Path
 from typing import Any
 
@@ -128,32 +128,48 @@ def double(ctx: StepContext, ledger: str, step: str, x: int) -> int:
     return 2 * x
 
 
+def _release(ledger: str) -> int:
+    """The ledger's release FIFO, opened for reading without waiting for a writer: it becomes
+    readable when the test lets go (``Ledger.let_go``)."""
+    return os.open(Path(ledger).parent / "release", os.O_RDONLY | os.O_NONBLOCK)
+
+
 @planrail.tool(side_effects="none")
 async def ablock(ctx: StepContext, ledger: str, step: str) -> int:
-    """Wait until cancelled (recorded), or until the ledger's release file exists."""
+    """Wait until cancelled (recorded), or until the test lets go: the loop watches the FIFO."""
     _start(ledger, step, ctx)
-    release = Path(ledger).parent / "release"
+    loop = asyncio.get_running_loop()
+    released = loop.create_future()
+    fd = _release(ledger)
+    loop.add_reader(fd, lambda: released.done() or released.set_result(None))
     try:
-        # The release is a file: the test and this call may be in different processes.
-        while not release.exists():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+        await released
     except asyncio.CancelledError:
         record(ledger, ev="stopped", step=step)
         raise
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
     return 0
 
 
 @planrail.tool(side_effects="none")
 def block(ctx: StepContext, ledger: str, step: str) -> int:
-    """Sync: spin until interrupted (recorded) or until the release file exists."""
+    """Sync: wait until interrupted (recorded) or until the test lets go.
+
+    ``select`` returns the moment the FIFO is readable; its timeout only hands control back to
+    Python now and then, because Ray's graceful cancel raises ``KeyboardInterrupt`` in this
+    thread between bytecodes, never inside a blocking call."""
     _start(ledger, step, ctx)
-    release = Path(ledger).parent / "release"
+    fd = _release(ledger)
     try:
-        while not release.exists():
-            time.sleep(0.01)
+        while not select.select([fd], [], [], 0.05)[0]:
+            pass
     except KeyboardInterrupt:  # Ray's graceful cancel of a task
         record(ledger, ev="stopped", step=step)
         raise
+    finally:
+        os.close(fd)
     return 0
 
 
