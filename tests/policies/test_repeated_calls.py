@@ -3,11 +3,13 @@ fails with repeated_call instead of being called."""
 
 from __future__ import annotations
 
+import json
+import random
 from typing import Any
 
 import pytest
 
-from planrail.engine.call_guard import CallGuard
+from planrail.engine.call_guard import CallGuard, _key
 from planrail.errors import RepeatedCallError
 from planrail.plan.model import Step
 from planrail.policies import RunPolicy
@@ -153,3 +155,87 @@ def test_the_guard_ignores_other_actions_and_policy_values_are_checked() -> None
     assert RunPolicy(repeatable_tools="clock").repeatable_tools == frozenset({"clock"})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_identical_calls"):
         RunPolicy(max_identical_calls=0)
+
+
+def test_identical_means_the_same_canonical_json() -> None:
+    """Arguments are the same call when their canonical JSON is: key order does not matter
+    (nested objects too), but 1, 1.0 and true are different values, as are "1" and 1. Flat
+    arguments and nested ones are keyed in two forms; equal arguments always meet in one (a
+    tuple is the list it holds, as in JSON). A cycle is an error, not a hang."""
+
+    class Text(str):
+        pass
+
+    guard = CallGuard(1)
+    step = Step(id="s", tool="t", args={})
+
+    def refused(args: Any) -> bool:
+        return guard.check(step, None, {}, args) is not None
+
+    assert not refused({"a": 1, "b": {"x": [1, {"p": 1, "q": 2}], "y": None}})
+    assert refused({"b": {"y": None, "x": [1, {"q": 2, "p": 1}]}, "a": 1})
+    assert not refused({"a": 1.0, "b": {"x": [1, {"p": 1, "q": 2}], "y": None}})
+    assert not refused({"a": True, "b": {"x": [1, {"p": 1, "q": 2}], "y": None}})
+    assert not refused({"a": "1", "b": {"x": [1, {"p": 1, "q": 2}], "y": None}})
+    assert not refused({"when": Text("noon")})  # a str subclass: compared as JSON text
+    assert refused({"when": "noon"})
+    assert not refused({"at": [0.5, -0.0, 10**30, "x"]})  # flat: the marshal form
+    assert refused({"at": [0.5, -0.0, 10**30, "x"]})
+    assert not refused({"at": [0.5, 0.0, 10**30, "x"]})
+    assert refused({"at": (0.5, 0.0, 10**30, "x")})  # a tuple is the list it holds
+    assert not refused({"at": [[0.5]], "n": 1})  # nested: the JSON form
+    assert refused({"n": 1, "at": ([0.5],)})
+    assert not refused({"n": {"at": "noon"}})
+    assert refused({"n": {"at": Text("noon")}})
+    assert not refused(["é", "\u2028"])
+    assert refused(["é", "\u2028"])
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    with pytest.raises(ValueError, match="Circular"):
+        guard.check(step, None, {}, cyclic)
+
+
+def test_the_error_names_plain_calls_and_units_alike() -> None:
+    """A plain step's call and a fan-out item's or iteration's are named in the error."""
+    guard = CallGuard(2)
+    step = Step(id="s", tool="t", args={})
+    assert guard.check(step, None, {}, {"q": 1}) is None
+    assert guard.check(step, 3, {"iteration": 2}, {"q": 1}) is None
+    refused = guard.check(step, None, {"fallback": True}, {"q": 1})
+    assert isinstance(refused, RepeatedCallError)
+    assert refused.previous == ("'s'", "'s' item 3 iteration 2")
+    assert refused.message.startswith("'s' (its fallback) would call 't' with the same")
+
+
+def test_keys_are_equal_exactly_when_the_canonical_json_is() -> None:
+    """On generated arguments (flat and nested, shuffled key order, tuples for lists), two
+    calls share a key exactly when their JSON with sorted keys is the same text."""
+    rng = random.Random(7)
+
+    def value(depth: int) -> Any:
+        pick = rng.randrange(8 if depth < 2 else 5)
+        scalars = ["a", "b", "{", "(", 1, 2, 1.0, True, False, None, 0.5]
+        if pick < 5:
+            return rng.choice(scalars)
+        if pick < 7:
+            return [value(depth + 1) for _ in range(rng.randrange(3))]
+        return {rng.choice("xyz"): value(depth + 1) for _ in range(rng.randrange(3))}
+
+    def variant(v: Any) -> Any:  # the same JSON written another way
+        if isinstance(v, dict):
+            items = list(v.items())
+            rng.shuffle(items)
+            return {k: variant(x) for k, x in items}
+        if isinstance(v, list):
+            items = [variant(x) for x in v]
+            return tuple(items) if rng.random() < 0.5 else items
+        return v
+
+    samples = [{rng.choice("pqrs"): value(0) for _ in range(rng.randrange(4))} for _ in range(400)]
+    for args in samples:
+        assert _key("t", args) == _key("t", variant(args))
+    by_text: dict[str, int] = {}
+    for args in samples:
+        text = json.dumps(args, sort_keys=True, separators=(",", ":"))
+        assert by_text.setdefault(text, _key("t", args)) == _key("t", args)
+    assert len(set(by_text.values())) == len(by_text)  # different JSON, different keys

@@ -19,9 +19,11 @@ at once.
 
 from __future__ import annotations
 
-import hashlib
 import json
+import marshal
 from collections.abc import Iterable, Mapping
+from json.encoder import c_encode_basestring as _c_encode_text  # type: ignore[attr-defined]
+from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from typing import Any, NamedTuple
 
 from planrail.errors import RepeatedCallError
@@ -71,10 +73,10 @@ class CallGuard:
     def __init__(self, limit: int | None = 3, exempt: Iterable[str] = ()) -> None:
         self.limit = limit
         self.exempt = frozenset(exempt)
-        # One CallSite for a key called once (nearly every key), a list once it repeats: a
-        # big run keeps one small object per call.
-        self._calls: dict[bytes, CallSite | list[CallSite]] = {}
-        self._kept: dict[bytes, str] = {}
+        # A key called once (nearly every key) keeps its step's id (a plain call) or one
+        # CallSite, a list once it repeats: a big run keeps one small object per call.
+        self._calls: dict[int, str | CallSite | list[CallSite]] = {}
+        self._kept: dict[int, str] = {}
         """Calls whose step succeeded before a replan (the new plan reuses their output)."""
 
     @classmethod
@@ -95,7 +97,7 @@ class CallGuard:
         if step.action != "tool_call" or not tool or tool in self.exempt:
             return None
         key = _key(tool, args)
-        kept = self._kept.get(key)
+        kept = self._kept.get(key) if self._kept else None
         if kept is not None:
             return RepeatedCallError(
                 f"step '{step.id}' would call '{tool}' with the same arguments as step"
@@ -104,12 +106,14 @@ class CallGuard:
                 previous=(kept,),
                 step_id=step.id,
             )
-        site = CallSite(step.id, item, extra.get("iteration"), "fallback" in extra)
         earlier = self._calls.get(key)
         if earlier is None:
-            self._calls[key] = site
+            self._calls[key] = (
+                step.id if item is None and not extra else _site(step.id, item, extra)
+            )
             return None
-        sites = earlier if isinstance(earlier, list) else [earlier]
+        site = _site(step.id, item, extra)
+        sites = _sites(earlier)
         if self.limit is not None and len(sites) >= self.limit:
             shown = ", ".join(str(s) for s in sites[:_SHOWN])
             more = f" and {len(sites) - _SHOWN} more" if len(sites) > _SHOWN else ""
@@ -132,7 +136,7 @@ class CallGuard:
         called and their resolved arguments; calling one of those again is refused at once.
         """
         for key, earlier in self._calls.items():
-            sites = earlier if isinstance(earlier, list) else [earlier]
+            sites = _sites(earlier)
             moved = [
                 CallSite(s.step, s.item, s.iteration, s.fallback, earlier_plan=True) for s in sites
             ]
@@ -142,16 +146,78 @@ class CallGuard:
                 self._kept.setdefault(_key(tool, args), sid)
 
 
+def _site(step: str, item: int | None, extra: Mapping[str, Any]) -> CallSite:
+    return CallSite(step, item, extra.get("iteration"), "fallback" in extra)
+
+
+def _sites(earlier: str | CallSite | list[CallSite]) -> list[CallSite]:
+    if isinstance(earlier, str):
+        return [CallSite(earlier)]
+    return earlier if isinstance(earlier, list) else [earlier]
+
+
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
 )
-"""Built once: ``json.dumps`` with options builds an encoder per call (half the guard's cost)."""
+_ENCODE = (
+    _c_make_encoder(None, str, _c_encode_text, None, ":", ",", True, False, True)
+    if _c_make_encoder is not None and _c_encode_text is not None
+    else None
+)
+"""The C encoder of ``_CANONICAL``'s options, made once (``JSONEncoder.encode`` makes one per
+call: most of the guard's cost)."""
 
 
-def _key(tool: str, args: Any) -> bytes:
-    """16 bytes of BLAKE2b over the tool and the canonical JSON of the arguments."""
-    text = _CANONICAL.encode(args)
-    return hashlib.blake2b(f"{tool}\0{text}".encode(), digest_size=16).digest()
+def _key(tool: str, args: Any) -> int:
+    """A hash of the tool and the arguments' content as JSON: equal for arguments whose JSON
+    with sorted keys is equal (key order does not matter; ``1``, ``1.0`` and ``true`` differ).
+
+    Flat arguments (names to JSON scalars or lists of them: nearly every call) are hashed as
+    their sorted names and the ``marshal`` bytes of their values, several times cheaper than
+    JSON text. Anything else is written as canonical JSON text and read back, so that a tuple,
+    a ``str`` subclass or a value written with ``str()`` becomes the JSON it stands for; if that
+    is flat it takes the flat form, otherwise the text is hashed. Equal JSON, equal key. A
+    64-bit hash, not a digest: the keys live in this process only, and a collision would merely
+    count one call too many toward ``max_identical_calls``.
+    """
+    key = _flat_key(tool, args)
+    if key is not None:
+        return key
+    text = _canonical(args)
+    plain = json.loads(text)
+    key = _flat_key(tool, plain)
+    return key if key is not None else hash((tool, text))
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+_SCALARS_OR_LIST = _SCALARS | {list}
+_NAMES = frozenset((str,))
+
+
+def _flat_key(tool: str, args: Any) -> int | None:
+    """The flat form's hash, or None when ``args`` is not flat plain JSON data."""
+    if type(args) is not dict or not _NAMES.issuperset(map(type, args)):
+        return None
+    values = args.values()
+    kinds = set(map(type, values))
+    if not _SCALARS.issuperset(kinds):
+        if not _SCALARS_OR_LIST.issuperset(kinds):
+            return None
+        for v in values:
+            if type(v) is list and not _SCALARS.issuperset(map(type, v)):
+                return None
+    names = sorted(args)
+    return hash((tool, tuple(names), marshal.dumps([args[k] for k in names], 2)))
+
+
+def _canonical(args: Any) -> str:
+    """JSON text with sorted keys and no spaces (``default=str`` for what JSON cannot hold)."""
+    if _ENCODE is not None:
+        try:
+            return "".join(_ENCODE(args, 0))
+        except (TypeError, ValueError, RecursionError):  # what the full encoder says better
+            pass
+    return _CANONICAL.encode(args)
 
 
 def _ordinal(n: int) -> str:

@@ -78,6 +78,8 @@ __all__ = [
 
 
 _UNSET: Any = object()
+_NO_EXTRA: dict[str, Any] = {}
+"""A plain call's extra record fields: none (shared, never written)."""
 _UNKNOWN = tool_effect(None)
 """The effect of a tool nobody knows: unsafe."""
 
@@ -170,8 +172,10 @@ class StepRunner:
             on_attempt=on_attempt,
             guard=guard,
         )
-        self._fillers: dict[tuple[str, str], Filler] = {}
-        self._filled_once: set[tuple[str, str]] = set()
+        self._fillers: dict[str | tuple[str, str], Filler] = {}
+        self._filled_once: set[str | tuple[str, str]] = set()
+        """The fields filled once so far: a step's id for its ``args`` (nearly every entry, so no
+        tuple per step), ``(id, field)`` for the others."""
         self._predicates: dict[tuple[str, str], Predicate] = {}
         self._fallback_steps: dict[str, Step] = {}
         self._effects: dict[tuple[str, str], Effect] = {}
@@ -191,7 +195,7 @@ class StepRunner:
 
     def resolve_args(self, step: Step, outputs: Mapping[str, Any]) -> Any:
         """The step's arguments with every reference filled from ``outputs`` (a fresh copy)."""
-        return self._fill(step, "args", step.args)(outputs)
+        return self._filled(step, "args", step.args, outputs)
 
     def run(
         self,
@@ -254,13 +258,15 @@ class StepRunner:
         """One call of the step's tool: what :meth:`_unit` does for it, minus the policies."""
         tally = Tally()
         try:
-            args = self._fill(step, "args", step.args)(outputs)
+            args = self._filled(step, "args", step.args, outputs)
         except (ReferenceResolutionError, ValueError) as exc:
             return outcome_of(Result(False, exc=exc), tally)
         loop = self.loop
-        refused = loop.refused(step, None, {}, args)
-        if refused is not None:
-            return outcome_of(refused, tally)
+        guard = loop.guard
+        if guard is not None:
+            refusal = guard(step, None, _NO_EXTRA, args)
+            if refusal is not None:
+                return outcome_of(Result(False, exc=refusal, args=args), tally)
         hooked = loop.enter(step, args, tally)
         if hooked is not None and inspect.isawaitable(hooked):
             await hooked
@@ -309,7 +315,7 @@ class StepRunner:
         outputs = job.outputs if item is None else _Overlay(job.outputs, {"item": item[1]})
         index = None if item is None else item[0]
         try:
-            args = self._fill(step, "args", step.args)(outputs)
+            args = self._filled(step, "args", step.args, outputs)
         except (ReferenceResolutionError, ValueError) as exc:
             res = Result(False, exc=exc)
         else:
@@ -488,7 +494,7 @@ class StepRunner:
         why = message(failed.exc) if failed.exc is not None else "it failed"
         try:
             if "value" in fb.model_fields_set:
-                value = self._fill(step, "fallback.value", fb.value)(outputs)
+                value = self._filled(step, "fallback.value", fb.value, outputs)
                 return Result(
                     True,
                     value,
@@ -496,7 +502,7 @@ class StepRunner:
                     args=failed.args,
                     reason=f"used its fallback value after: {why}",
                 )
-            args = self._fill(step, "fallback.args", fb.args)(outputs)
+            args = self._filled(step, "fallback.args", fb.args, outputs)
         except (ReferenceResolutionError, ValueError) as exc:
             return Result(
                 False,
@@ -539,22 +545,21 @@ class StepRunner:
             )
         return fb_step
 
-    def _fill(self, step: Step, name: str, value: Any) -> Filler:
-        """A function filling the references of ``value`` (a field of ``step``).
+    def _filled(self, step: Step, name: str, value: Any, outputs: Mapping[str, Any]) -> Any:
+        """``value`` (a field of ``step``) with its references filled from ``outputs``.
 
         Most steps fill their arguments exactly once, where compiling would cost more than it
         saves: the first fill walks ``value`` directly, and only a second fill of the same field
         (a retry, a fan-out item, a loop iteration) compiles it for reuse.
         """
-        key = (step.id, name)
+        key = step.id if name == "args" else (step.id, name)
         filler = self._fillers.get(key)
         if filler is None:
             if key not in self._filled_once:
                 self._filled_once.add(key)
-                parse, first = self.parse, self._first
-                return lambda outputs: resolve_value(value, outputs, first, parse)
+                return resolve_value(value, outputs, self._first, self.parse)
             filler = self._fillers[key] = compile_args(value, self.parse)
-        return filler
+        return filler(outputs)
 
     def _predicate(self, step: Step, name: str, value: Any) -> Predicate:
         key = (step.id, name)
@@ -569,7 +574,7 @@ class StepRunner:
         """Run the unit once per item of the ``for_each`` list; the output keeps input order."""
         step = job.step
         try:
-            items = self._fill(step, "for_each", step.for_each)(job.outputs)
+            items = self._filled(step, "for_each", step.for_each, job.outputs)
         except (ReferenceResolutionError, ValueError) as exc:
             return failed(exc, f"its for_each list could not be resolved: {message(exc)}")
         if type(items) is not list:

@@ -27,11 +27,11 @@ from planrail.errors import ReferenceSyntaxError
 from planrail.plan.effects import Effect, step_effect
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
-from planrail.plan.refs import Reference, Segment, Template, iter_strings_with_dollar
+from planrail.plan.refs import Parse, Reference, Segment, Template, iter_strings_with_dollar
 from planrail.plan.refs import parse_template as _parse
 from planrail.plan.tools import ToolRegistry
 
-__all__ = ["LOCAL_NAMES", "CompiledPlan", "CompiledStep", "StepPath", "step_fields"]
+__all__ = ["LOCAL_NAMES", "CompiledPlan", "CompiledStep", "StepPath", "Templates", "step_fields"]
 
 StepPath = tuple[Segment, ...]
 """Where a value sits in a step: ``("args", "to")``, ``("fallback", "args", "to", 0)``."""
@@ -76,6 +76,18 @@ class CompiledStep:
         return [r for p, r in self.references if p[:n] == prefix]
 
 
+class Templates(dict[str, Template]):
+    """Parsed strings by text; a string not met before is parsed on first use and kept.
+
+    ``templates[text]`` is the whole lookup, at C speed: the executor fills references with it
+    once per string per call.
+    """
+
+    def __missing__(self, text: str) -> Template:
+        t = self[text] = _parse(text)
+        return t
+
+
 class CompiledPlan:
     """A plan with what its validation learned (see the module docstring)."""
 
@@ -92,7 +104,12 @@ class CompiledPlan:
         ``consume``: ``references`` is a dict that may be emptied as it is read."""
         self.plan = plan
         self.registry = registry
-        self._templates: dict[str, Template] = templates if templates is not None else {}
+        if templates is None or type(templates) is not Templates:
+            templates = Templates(templates or {})
+        self._templates = templates
+        self.template: Parse = templates.__getitem__
+        """The parsed form of ``text`` (a :data:`~planrail.plan.refs.Parse`): parsed once, then
+        kept (raises :class:`~planrail.errors.ReferenceSyntaxError` when malformed)."""
         self.steps: dict[str, CompiledStep] = {}
         self._priority: dict[str, float] | None = None
         self.checked_with: object = None
@@ -131,14 +148,6 @@ class CompiledPlan:
     def effects(self) -> dict[str, Effect]:
         """Each step's effect, by id (a new dict)."""
         return {sid: c.effect for sid, c in self.steps.items()}
-
-    def template(self, text: str) -> Template:
-        """The parsed form of ``text``: parsed once, then kept (raises
-        :class:`~planrail.errors.ReferenceSyntaxError` when malformed)."""
-        t = self._templates.get(text)
-        if t is None:
-            t = self._templates[text] = _parse(text)
-        return t
 
     def extend(self, steps: Iterable[Step]) -> list[CompiledStep]:
         """Compile steps added to an open plan."""

@@ -500,9 +500,27 @@ def resolve_value(
     if kind is dict or (kind is not list and isinstance(value, dict)):
         if on_first is not None and FIRST in value:
             return on_first(value, outputs)
-        return {k: resolve_value(v, outputs, on_first, parse) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():  # leaves here: one call per container, not per value
+            leaf = type(v)
+            if leaf is str:
+                out[k] = _fill_text(parse(v), outputs) if "$" in v else v
+            elif leaf in _PLAIN_SCALARS:
+                out[k] = v
+            else:
+                out[k] = resolve_value(v, outputs, on_first, parse)
+        return out
     if kind is list or isinstance(value, list):
-        return [resolve_value(v, outputs, on_first, parse) for v in value]
+        items = []
+        for v in value:
+            leaf = type(v)
+            if leaf is str:
+                items.append(_fill_text(parse(v), outputs) if "$" in v else v)
+            elif leaf in _PLAIN_SCALARS:
+                items.append(v)
+            else:
+                items.append(resolve_value(v, outputs, on_first, parse))
+        return items
     if isinstance(value, str):  # a str subclass: filled as the plain string it holds
         return resolve_value(str(value), outputs, on_first, parse)
     return value

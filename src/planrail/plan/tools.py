@@ -266,6 +266,8 @@ class Tool:
     def output(self, value: Any) -> Any:
         """The return value as plain JSON data; :class:`OutputError` if it does not fit, or if
         it holds what strict JSON cannot (NaN, bytes, a cycle, ...: :mod:`.strict_json`)."""
+        if self._scalar is not None and type(value) is self._scalar:  # str, int or bool
+            return value
         odd = odd_value(value)
         if odd is not None:
             raise OutputError(f"tool '{self.name}' returned a value that is not strict JSON: {odd}")

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from planrail.errors import ReferenceSyntaxError
 from planrail.plan import schema as js
-from planrail.plan.compiled import StepPath
+from planrail.plan.compiled import StepPath, Templates
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Step
 from planrail.plan.refs import Reference, Template, iter_strings_with_dollar, json_path
@@ -112,7 +112,7 @@ class Context:
     """Per step: the steps its references read (the data its edges carry)."""
     dataless: list[str] = field(default_factory=list)
     """Steps with a ``depends_on`` entry they reference nothing of."""
-    templates: dict[str, Template] = field(default_factory=dict)
+    templates: Templates = field(default_factory=Templates)
     """Parsed strings, so each is parsed once."""
     output_refs: list[tuple[str, Reference]] = field(default_factory=list)
     literal_checks: dict[tuple[int, int, type, Any], tuple[Any, list[Any]]] = field(
