@@ -7,14 +7,12 @@ and the ``duplicate_dependency`` and ``unchecked_reference`` warnings.
 
 from __future__ import annotations
 
-from typing import Any
-
 from planrail.errors import ReferenceSyntaxError
 from planrail.plan.compiled import LOCAL_NAMES, StepPath, step_fields
 from planrail.plan.graph import cycles
 from planrail.plan.model import Step
 from planrail.plan.refs import Reference, iter_strings_with_dollar, json_path
-from planrail.plan.validate_context import Context, output_schema_of, walk_strings
+from planrail.plan.validate_context import Context, walk_strings
 
 __all__ = ["cycles_pass", "dependencies_pass", "output_fields_pass", "references_pass"]
 
@@ -155,9 +153,6 @@ def _local_allowed(ctx: Context, step: Step, local: str, field: object) -> bool:
     return step.repeat is not None
 
 
-_UNSET: Any = object()
-
-
 def _json_path(ctx: Context, sid: str | None, where: StepPath | str) -> str:
     """The JSONPath of a reference: the plan's output ones are kept as JSONPath already."""
     if isinstance(where, str):
@@ -187,7 +182,6 @@ def output_fields_pass(ctx: Context) -> None:
     """unknown_output_field: every reference path exists in the producer's output schema;
     ``unchecked_reference`` (once per producer) where the producer's shape is unknown."""
     unchecked_warned: set[str] = set()
-    schemas: dict[str, Any] = {}  # producer id → its output schema
     all_refs: list[tuple[str | None, StepPath | str, Reference]] = [
         (sid, p, r) for sid, refs in ctx.refs.items() for p, r in refs
     ]
@@ -196,9 +190,7 @@ def output_fields_pass(ctx: Context) -> None:
         producer = ctx.first.get(ref.step)
         if producer is None or not ref.path:
             continue
-        schema = schemas.get(ref.step, _UNSET)
-        if schema is _UNSET:
-            schema = schemas[ref.step] = output_schema_of(producer, ctx.registry)
+        schema = ctx.producer_schema(ref.step)
         if schema is None:
             if producer.tool in ctx.registry and ref.step not in unchecked_warned:
                 unchecked_warned.add(ref.step)
