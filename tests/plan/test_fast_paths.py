@@ -15,14 +15,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from planrail.errors import ReferenceSyntaxError
-from planrail.plan import duplicates, first, validate_args, validate_policies
+from planrail.errors import PlanLoadError, ReferenceSyntaxError
+from planrail.plan import duplicates, first, loader, validate_args, validate_policies
 from planrail.plan import schema as js
 from planrail.plan.catalog import load_catalog
 from planrail.plan.effects import StepEffects, step_effect
+from planrail.plan.loader import PlanLimits, check_bounds
 from planrail.plan.model import Fallback, Step
 from planrail.plan.refs import Parser, Template, parse_template
 from planrail.plan.tools import ToolRegistry, ToolSpec
@@ -305,6 +306,7 @@ def _full_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every fast path replaced by what it stands in for."""
     monkeypatch.setattr(Parser, "__call__", lambda self, text: parse_template(text))
     monkeypatch.setattr(validate_args, "plain_fit", lambda schema: None)
+    monkeypatch.setattr(validate_args, "_reference_problems", lambda *args: None)
     monkeypatch.setattr(
         validate_args,
         "_literal_problems",
@@ -402,3 +404,57 @@ def test_step_effects_agree_with_step_effect_for_every_kind_of_step() -> None:
 )
 def test_has_first_on_flat_arguments_agrees_with_the_walk(value: Any) -> None:
     assert first.has_first(value) == _walked_has_first(value)
+
+
+# ------------------------------------------------------------------ the bounds
+
+
+class _Text(str):
+    pass
+
+
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+    st.builds(_Text, st.text(max_size=3)),
+    st.just(()),
+)
+_DATA = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 2)), inner, max_size=4),
+    ),
+    max_leaves=30,
+)
+
+
+def _bounded(check: Any, data: Any, limits: PlanLimits) -> tuple[str, str] | None:
+    try:
+        check(data, limits)
+    except PlanLoadError as exc:
+        return type(exc).__name__, exc.message
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(_DATA, st.integers(1, 40), st.integers(1, 5), st.integers(0, 6))
+@example([float("nan")], 40, 5, 6)
+@example({"a": [1, {"b": float("inf")}]}, 40, 5, 6)
+@example({"a": "x" * 7}, 40, 5, 6)
+@example([[[[[[1]]]]]], 40, 5, 6)
+@example({1: 2}, 40, 5, 6)
+@example({"a": _Text("x")}, 40, 5, 6)
+@example([(), 1], 40, 5, 6)
+@example([1, [2, 3], {"a": 4}], 5, 5, 6)
+@example([1, [2, 3], {"a": 4}], 6, 5, 6)
+@example(float("nan"), 1, 1, 1)
+def test_check_bounds_agrees_with_the_full_walk(
+    data: Any, max_nodes: int, max_depth: int, max_len: int
+) -> None:
+    """The same problem (type and message) or none, whatever the data and the limits."""
+    limits = PlanLimits(max_nodes=max_nodes, max_depth=max_depth, max_string_length=max_len)
+    assert _bounded(check_bounds, data, limits) == _bounded(loader._check_bounds, data, limits)

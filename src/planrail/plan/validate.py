@@ -184,7 +184,6 @@ def check_plan(
             # (the peak memory of validating a big plan is this moment).
             refs, ctx.refs, ctx.used, ctx.compiled_refs = ctx.compiled_refs, {}, {}, {}
             ctx.literal_checks.clear()
-            ctx.produced_checks.clear()
             ctx._producer_schemas.clear()
             ctx._walks.clear()
             compiled = CompiledPlan(plan, ctx.registry, ctx.templates, refs, consume=True)

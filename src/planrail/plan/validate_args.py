@@ -81,6 +81,8 @@ class ToolArgs:
     """Per parameter whose schema is a plain ``type`` (or a string ``enum``): the Python types
     of a scalar literal that fits it with nothing more to check, and the strings its enum
     allows (see :func:`plain_fit`)."""
+    produced: dict[str, dict[Any, list[Any]]]
+    """Per parameter: the problems of text holding references, by the types it produces."""
 
     @classmethod
     def of(cls, spec: ToolSpec) -> ToolArgs:
@@ -102,6 +104,7 @@ class ToolArgs:
             required if isinstance(required, list) else [],
             extra is False or (bool(props) and extra is None),
             plain,
+            {name: {} for name in props},
         )
 
 
@@ -175,13 +178,36 @@ def _check_args(
         fit = plain.get(name)
         if fit is not None and _fits_plainly(value, fit):
             continue
-        for sub, problem in _literal_problems(ctx, value, props[name], info.schema, types_of):
+        problems = _reference_problems(info, name, value, types_of)
+        if problems is None:
+            problems = _literal_problems(ctx, value, props[name], info.schema, types_of)
+        for sub, problem in problems:
             ctx.error(
                 "type_mismatch",
                 step.id,
                 json_path(f"{where}.{name}", tuple(sub)),
                 f"argument '{name}' of tool '{spec.name}': {problem}",
             )
+
+
+def _reference_problems(
+    info: ToolArgs, name: str, value: Any, types_of: Callable[[str], Any]
+) -> list[Any] | None:
+    """The problems of text holding references (``None`` for any other value): what
+    :func:`schema.check_literal` finds depends only on the JSON types the text produces, so
+    they are found once per (parameter, types) — ``${a.body}`` and ``${b.body}`` alike."""
+    if type(value) is not str or "$" not in value:
+        return None
+    produced = types_of(value)
+    if produced is True:  # no reference after all ("$5", "$${x}"): a literal
+        return None
+    seen = info.produced[name]
+    problems = seen.get(produced)
+    if problems is None:
+        problems = seen[produced] = list(
+            js.check_literal(value, info.props[name], info.schema, types_of)
+        )
+    return problems
 
 
 def _fits_plainly(value: Any, fit: tuple[frozenset[type], frozenset[str] | None]) -> bool:
@@ -218,28 +244,11 @@ def _literal_problems(
         # plain text is checked at once; remembering every distinct one would cost more memory
         # than the check costs time (a 100,000-step plan holds ~100,000 ids)
         return list(js.check_literal(value, schema, root, types_of))
-    if kind is str:
-        produced = types_of(value)
-        if produced is not True:
-            # text holding references: check_literal reads only the types it produces
-            return _produced_problems(ctx, produced, schema, root)
     key = (id(schema), id(root), kind, repr(value) if kind is float else value)  # -0.0 != 0.0
     hit = ctx.literal_checks.get(key)
     if hit is None or hit[0] is not schema:
         problems = list(js.check_literal(value, schema, root, types_of))
         hit = ctx.literal_checks[key] = (schema, problems)
-    return hit[1]
-
-
-def _produced_problems(ctx: Context, produced: Any, schema: Any, root: Any) -> list[Any]:
-    """:func:`schema.check_literal` of text holding references whose types (``types_of``) are
-    ``produced``, once per (parameter schema, produced types): ``${a.body}`` and ``${b.body}``
-    produce the same."""
-    key = (id(schema), id(root), produced)
-    hit = ctx.produced_checks.get(key)
-    if hit is None or hit[0] is not schema:
-        problems = list(js.check_literal("$", schema, root, lambda _: produced))
-        hit = ctx.produced_checks[key] = (schema, problems)
     return hit[1]
 
 

@@ -121,9 +121,6 @@ class Context:
     )
     """``(id(parameter schema), id(tool schema), type, scalar)`` → the schema (so the id stays
     its own) and the problems :func:`schema.check_literal` found (a float by its ``repr``)."""
-    produced_checks: dict[tuple[int, int, Any], tuple[Any, list[Any]]] = field(default_factory=dict)
-    """``(id(parameter schema), id(tool schema), produced types)`` → the schema and the
-    problems of text holding references that produce those types."""
     _producer_schemas: dict[str, Any] = field(default_factory=dict)
     suggestion_budget: int = _SUGGESTION_BUDGET
     _edges: dict[str, list[str]] | None = None
@@ -237,6 +234,7 @@ class Context:
         JSON types a string holding one reference produces, ``frozenset({"string"})`` for
         interpolated text, ``False`` when unknown."""
         first = self.first
+        read: dict[tuple[str, tuple[str | int, ...]], Any] = {}  # (producer, path) -> types
 
         def types_of(s: str) -> Any:
             if "$" not in s:
@@ -250,6 +248,13 @@ class Context:
             ref = t.single
             if ref is None:
                 return frozenset({"string"})
+            key = (ref.step, ref.path)
+            found = read.get(key)
+            if found is None:
+                found = read[key] = produced(ref)
+            return found
+
+        def produced(ref: Reference) -> Any:
             if ref.step not in first:
                 return False
             schema = self.producer_schema(ref.step)

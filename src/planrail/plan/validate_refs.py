@@ -182,37 +182,53 @@ def output_fields_pass(ctx: Context) -> None:
     """unknown_output_field: every reference path exists in the producer's output schema;
     ``unchecked_reference`` (once per producer) where the producer's shape is unknown."""
     unchecked_warned: set[str] = set()
-    all_refs: list[tuple[str | None, StepPath | str, Reference]] = [
-        (sid, p, r) for sid, refs in ctx.refs.items() for p, r in refs
-    ]
-    all_refs.extend((None, p, r) for p, r in ctx.output_refs)
-    for sid, where, ref in all_refs:
-        producer = ctx.first.get(ref.step)
-        if producer is None or not ref.path:
-            continue
-        schema = ctx.producer_schema(ref.step)
-        if schema is None:
-            if producer.tool in ctx.registry and ref.step not in unchecked_warned:
-                unchecked_warned.add(ref.step)
-                ctx.warn(
-                    "unchecked_reference",
-                    sid,
-                    _json_path(ctx, sid, where),
-                    f"tool '{producer.tool}' declares no output schema, so field references"
-                    f" into '{ref.step}' (such as {ref}) are not checked",
-                )
-            continue
-        status, detail = ctx.walk(schema, ref)
-        if status == "missing":
-            ctx.error("unknown_output_field", sid, _json_path(ctx, sid, where), detail or "")
-        elif status == "unknown" and ref.step not in unchecked_warned:
+    # (producer, path) found in its output schema: thousands of steps read the same field
+    fine: set[tuple[str, tuple[str | int, ...]]] = set()
+    for sid, refs in ctx.refs.items():
+        for where, ref in refs:
+            if ref.path and (ref.step, ref.path) not in fine:
+                _output_field(ctx, sid, where, ref, unchecked_warned, fine)
+    for where_, ref in ctx.output_refs:
+        if ref.path and (ref.step, ref.path) not in fine:
+            _output_field(ctx, None, where_, ref, unchecked_warned, fine)
+
+
+def _output_field(
+    ctx: Context,
+    sid: str | None,
+    where: StepPath | str,
+    ref: Reference,
+    unchecked_warned: set[str],
+    fine: set[tuple[str, tuple[str | int, ...]]],
+) -> None:
+    producer = ctx.first.get(ref.step)
+    if producer is None:
+        return
+    schema = ctx.producer_schema(ref.step)
+    if schema is None:
+        if producer.tool in ctx.registry and ref.step not in unchecked_warned:
             unchecked_warned.add(ref.step)
-            what = f"tool '{producer.tool}'" if producer.tool else f"step '{ref.step}'"
             ctx.warn(
                 "unchecked_reference",
                 sid,
                 _json_path(ctx, sid, where),
-                f"the output schema of {what} does not describe field {detail!r} (an object"
-                f" or value of any shape), so {ref} and other such references into"
-                f" '{ref.step}' are not checked; declare the field in the output schema",
+                f"tool '{producer.tool}' declares no output schema, so field references"
+                f" into '{ref.step}' (such as {ref}) are not checked",
             )
+        return
+    status, detail = ctx.walk(schema, ref)
+    if status == "ok":
+        fine.add((ref.step, ref.path))
+    elif status == "missing":
+        ctx.error("unknown_output_field", sid, _json_path(ctx, sid, where), detail or "")
+    elif status == "unknown" and ref.step not in unchecked_warned:
+        unchecked_warned.add(ref.step)
+        what = f"tool '{producer.tool}'" if producer.tool else f"step '{ref.step}'"
+        ctx.warn(
+            "unchecked_reference",
+            sid,
+            _json_path(ctx, sid, where),
+            f"the output schema of {what} does not describe field {detail!r} (an object"
+            f" or value of any shape), so {ref} and other such references into"
+            f" '{ref.step}' are not checked; declare the field in the output schema",
+        )
