@@ -19,13 +19,21 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from planrail.errors import PlanLoadError, ReferenceSyntaxError
-from planrail.plan import duplicates, first, loader, validate_args, validate_policies
+from planrail.plan import (
+    duplicates,
+    first,
+    loader,
+    validate_args,
+    validate_policies,
+    validate_refs,
+)
 from planrail.plan import schema as js
 from planrail.plan.catalog import load_catalog
+from planrail.plan.compiled import step_fields
 from planrail.plan.effects import StepEffects, step_effect
 from planrail.plan.loader import PlanLimits, check_bounds
 from planrail.plan.model import Fallback, Step
-from planrail.plan.refs import Parser, Template, parse_template
+from planrail.plan.refs import Parser, Template, iter_strings_with_dollar, parse_template
 from planrail.plan.tools import ToolRegistry, ToolSpec
 from planrail.plan.validate import ValidationReport, validate
 
@@ -250,6 +258,8 @@ def _nasty_plan() -> dict[str, Any]:
         {"id": "e4", "action": "llm_call", "prompt": "${s.t} and $${x} and ${s[0]} ${s.__x__}"},
         {"id": "e5", "tool": "missing", "args": {"a": "${e4}"}, "depends_on": ["e4"]},
         {"id": "bad", "tool": "make", "args": {"n": "${s.n"}, "depends_on": ["s"]},
+        {"id": "deep", "tool": "make", "args": {"n": 1, "items": ["${s.n}", {"k": "${s.q}"}]}},
+        {"id": "alias", "tool_name": "make", "params": {"n": "${s.n}"}, "deps": ["s"]},
     ]
     return {"goal": "fast paths", "steps": steps, "output": {"a": "${s.n}", "b": "${fan}"}}
 
@@ -319,6 +329,7 @@ def _full_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     monkeypatch.setattr(duplicates, "_call_key", _old_call_key)
     monkeypatch.setattr(validate_policies, "has_first", _walked_has_first)
+    monkeypatch.setattr(validate_refs, "_dollar_strings", _walked_strings)
 
 
 def _old_call_key(tool: str, args: dict[str, Any]) -> tuple[str, Any] | None:
@@ -329,6 +340,11 @@ def _old_call_key(tool: str, args: dict[str, Any]) -> tuple[str, Any] | None:
         return tool, json.dumps(args, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
         return None
+
+
+def _walked_strings(step: Step) -> list[tuple[Any, str]]:
+    """The strings that may hold references, by the one walk, field by field."""
+    return [x for field, value in step_fields(step) for x in iter_strings_with_dollar(value, field)]
 
 
 def _walked_has_first(value: Any) -> bool:

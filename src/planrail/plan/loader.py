@@ -419,6 +419,9 @@ _FIELD_ALIASES: dict[str, str] = {
 }
 
 
+_ALIASES = frozenset(_FIELD_ALIASES)
+
+
 def normalize(data: Any) -> tuple[Any, list[tuple[str | None, str, str]]]:
     """Rewrite common LLM spellings into the canonical plan form.
 
@@ -435,7 +438,7 @@ def normalize(data: Any) -> tuple[Any, list[tuple[str | None, str, str]]]:
             continue
         step = dict(raw)
         sid = step.get("id") if isinstance(step.get("id"), str) else None
-        for alias, canonical in _FIELD_ALIASES.items():
+        for alias, canonical in _FIELD_ALIASES.items() if not _ALIASES.isdisjoint(step) else ():
             if alias in step and canonical not in step:
                 value = step.pop(alias)
                 if canonical == "action" and not isinstance(value, str):

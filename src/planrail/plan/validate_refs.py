@@ -60,63 +60,60 @@ def references_pass(ctx: Context) -> None:
         used: set[str] = set()
         # with a malformed depends_on (left out), which edges were meant is unknown
         declared = None if ctx.skips(step, "depends_on") else set(step.depends_on)
-        for field, value in step_fields(step):
-            for where, s in iter_strings_with_dollar(value, field):
-                segments = paths.setdefault(where, where)  # kept per reference: shared
-                try:
-                    t = template(s)
-                except ReferenceSyntaxError as exc:
-                    ctx.error(
-                        "invalid_reference", sid, json_path(ctx.at(step), segments), exc.message
-                    )
+        for where, s in _dollar_strings(step):
+            segments = paths.setdefault(where, where)  # kept per reference: shared
+            try:
+                t = template(s)
+            except ReferenceSyntaxError as exc:
+                ctx.error("invalid_reference", sid, json_path(ctx.at(step), segments), exc.message)
+                continue
+            for ref in t.references:
+                target = ref.step
+                if target in known and target != sid:
+                    if declared is not None and target not in declared:
+                        ctx.error(
+                            "undeclared_dependency",
+                            sid,
+                            json_path(ctx.at(step), segments),
+                            f"{ref} uses the output of '{target}' but '{target}'"
+                            f" is not in depends_on; add it to depends_on",
+                        )
+                        declared.add(target)  # report each missing edge once
+                    found.append((segments, ref))
+                    if every is not None:
+                        every.append((segments, ref))
+                    used.add(target)
                     continue
-                for ref in t.references:
-                    target = ref.step
-                    if target in known and target != sid:
-                        if declared is not None and target not in declared:
-                            ctx.error(
-                                "undeclared_dependency",
-                                sid,
-                                json_path(ctx.at(step), segments),
-                                f"{ref} uses the output of '{target}' but '{target}'"
-                                f" is not in depends_on; add it to depends_on",
-                            )
-                            declared.add(target)  # report each missing edge once
-                        found.append((segments, ref))
-                        if every is not None:
-                            every.append((segments, ref))
-                        used.add(target)
-                        continue
-                    local = LOCAL_NAMES.get(target)
-                    path = json_path(ctx.at(step), segments)
-                    if local is not None and target not in known:
-                        if not _local_allowed(ctx, step, local, field[0]):
-                            ctx.error(
-                                "invalid_reference",
-                                sid,
-                                path,
-                                f"{ref} is only defined inside a step with '{local}'",
-                            )
-                        elif every is None:
-                            every = [*found, (segments, ref)]
-                        else:
-                            every.append((segments, ref))
-                    elif target == sid:
+                local = LOCAL_NAMES.get(target)
+                path = json_path(ctx.at(step), segments)
+                if local is not None and target not in known:
+                    if not _local_allowed(ctx, step, local, segments[0]):
                         ctx.error(
-                            "self_dependency",
+                            "invalid_reference",
                             sid,
                             path,
-                            f"{ref} references this step's own output, which does not"
-                            " exist yet; reference an earlier step",
+                            f"{ref} is only defined inside a step with '{local}'",
                         )
+                    elif every is None:
+                        every = [*found, (segments, ref)]
                     else:
-                        ctx.error(
-                            "unknown_step_reference",
-                            sid,
-                            path,
-                            f"{ref} references '{target}', which is not a step of this"
-                            f" plan{ctx.did_you_mean(target, known)}",
-                        )
+                        every.append((segments, ref))
+                elif target == sid:
+                    ctx.error(
+                        "self_dependency",
+                        sid,
+                        path,
+                        f"{ref} references this step's own output, which does not"
+                        " exist yet; reference an earlier step",
+                    )
+                else:
+                    ctx.error(
+                        "unknown_step_reference",
+                        sid,
+                        path,
+                        f"{ref} references '{target}', which is not a step of this"
+                        f" plan{ctx.did_you_mean(target, known)}",
+                    )
         # a repeated id's references are checked, but the graph passes follow the first step
         if sid not in ctx.refs:
             ctx.refs[sid] = found
@@ -143,6 +140,29 @@ def references_pass(ctx: Context) -> None:
                     )
                 else:
                     ctx.output_refs.append((path, ref))
+
+
+_SCALARS = frozenset((int, float, bool, type(None)))
+
+
+def _dollar_strings(step: Step) -> list[tuple[StepPath, str]]:
+    """``iter_strings_with_dollar`` over :func:`step_fields`, in the same order: the usual flat
+    arguments (strings and scalars) are read without the walk."""
+    args = step.args
+    found: list[tuple[StepPath, str]] = []
+    for k, v in args.items():
+        kind = type(v)
+        if kind is str:
+            if "$" in v:
+                found.append((("args", k), v))
+        elif kind not in _SCALARS:  # a container, a subclass: the walk
+            found = list(iter_strings_with_dollar(args, ("args",)))
+            break
+    fields = step_fields(step)
+    next(fields)  # the arguments, read above
+    for field, value in fields:
+        found.extend(iter_strings_with_dollar(value, field))
+    return found
 
 
 def _local_allowed(ctx: Context, step: Step, local: str, field: object) -> bool:
