@@ -251,6 +251,7 @@ def check_bounds(data: Any, limits: PlanLimits) -> None:
 
 
 _PLAIN_LEAVES = frozenset((int, bool, type(None)))
+_STR = frozenset((str,))
 
 
 def _within_bounds(data: Any, limits: PlanLimits) -> bool:
@@ -264,7 +265,7 @@ def _within_bounds(data: Any, limits: PlanLimits) -> bool:
         value, depth = stack.pop()
         t = type(value)
         if t is dict:
-            if depth >= max_depth or not all(type(k) is str for k in value):
+            if depth >= max_depth or not _STR.issuperset(map(type, value)):
                 return False
             children: Any = value.values()
         elif t is list:
