@@ -109,6 +109,9 @@ def test_the_parser_shares_one_reference_between_strings() -> None:
     parser = Parser()
     a, b = parser("${s.body}"), parser("see ${s.body}")
     assert a.single is b.references[0]
+    parser.clear()
+    assert parser("${s.body}") == a
+    assert parser("${s.body}").single is not a.single  # forgotten: parsed again
 
 
 # ------------------------------------------------------------------ plain parameter schemas

@@ -269,6 +269,11 @@ class Parser:
         fast = self._split(text)
         return fast if fast is not None else _parse_template(text)
 
+    def clear(self) -> None:
+        """Forget what was parsed (the templates made keep their references)."""
+        self._refs.clear()
+        self._paths.clear()
+
     def _split(self, text: str) -> Template | None:
         pieces = text.split("${")
         head = pieces[0]

@@ -185,6 +185,7 @@ def check_plan(
             refs, ctx.refs, ctx.used, ctx.compiled_refs = ctx.compiled_refs, {}, {}, {}
             ctx.literal_checks.clear()
             ctx._producer_schemas.clear()
+            ctx.parser.clear()
             ctx._walks.clear()
             compiled = CompiledPlan(plan, ctx.registry, ctx.templates, refs, consume=True)
             if ctx.check_tools:
