@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from planrail.errors import ReferenceSyntaxError
-from planrail.plan.effects import Effect, step_effect
+from planrail.plan.effects import Effect, StepEffects
 from planrail.plan.graph import critical_path_lengths
 from planrail.plan.model import Plan, Step
 from planrail.plan.refs import Parse, Reference, Segment, Template, iter_strings_with_dollar
@@ -55,7 +56,7 @@ class CompiledStep:
     def of(
         cls, step: Step, found: Iterable[tuple[StepPath, Reference]], effect: Effect
     ) -> CompiledStep:
-        return cls(step, tuple(x for pair in found for x in pair), effect)
+        return cls(step, tuple(chain.from_iterable(found)), effect)
 
     @property
     def references(self) -> list[tuple[StepPath, Reference]]:
@@ -116,12 +117,13 @@ class CompiledPlan:
         """What validation checked it with (its options and limits), set by
         :func:`~planrail.plan.validate.check_plan`; ``None``: compiled without validation."""
         take = references.pop if consume and isinstance(references, dict) else None
+        effects = StepEffects(registry)  # for these steps, against the registry as it is now
         for step in plan.steps:
             if take is not None:
                 found = take(step.id, None)
             else:
                 found = references.get(step.id) if references is not None else None
-            self._add(step, found)
+            self._add(step, found, effects)
 
     @classmethod
     def of(cls, plan: Plan | CompiledPlan, registry: ToolRegistry | None = None) -> CompiledPlan:
@@ -152,7 +154,8 @@ class CompiledPlan:
     def extend(self, steps: Iterable[Step]) -> list[CompiledStep]:
         """Compile steps added to an open plan."""
         self._priority = None
-        return [self._add(step, None) for step in steps]
+        effects = StepEffects(self.registry)
+        return [self._add(step, None, effects) for step in steps]
 
     def rebind(self, plan: Plan) -> None:
         """The sealed form of an open plan: the same steps, now one :class:`Plan`."""
@@ -183,12 +186,15 @@ class CompiledPlan:
 
     # ------------------------------------------------------------------ building
 
-    def _add(self, step: Step, found: Sequence[tuple[StepPath, Reference]] | None) -> CompiledStep:
+    def _add(
+        self,
+        step: Step,
+        found: Sequence[tuple[StepPath, Reference]] | None,
+        effects: StepEffects,
+    ) -> CompiledStep:
         if found is None:
             found = list(self._walk(step))
-        compiled = self.steps[step.id] = CompiledStep.of(
-            step, found, step_effect(step, self.registry)
-        )
+        compiled = self.steps[step.id] = CompiledStep.of(step, found, effects(step))
         return compiled
 
     def _walk(self, step: Step) -> Iterator[tuple[StepPath, Reference]]:

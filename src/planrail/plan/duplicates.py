@@ -45,8 +45,9 @@ def _call_key(tool: str, args: dict[str, Any]) -> tuple[str, Any] | None:
     """What two calls share exactly when they are the same call: flat arguments of strings,
     integers, booleans and nulls as a sorted tuple (their types kept: ``1`` is not ``true``),
     anything else as canonical JSON."""
-    if all(type(v) in _FLAT for v in args.values()):
-        return tool, tuple(sorted((k, type(v).__name__, v) for k, v in args.items()))
+    if _FLAT.issuperset(map(type, args.values())):
+        # the same items with the same types, in any order (keys are unique: a set will do)
+        return tool, frozenset(zip(args.items(), map(type, args.values()), strict=True))
     try:
         return tool, json.dumps(args, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from planrail.plan.model import Step
 from planrail.plan.tools import SideEffects, ToolRegistry, ToolSpec
 
-__all__ = ["Effect", "effects_of", "needing_approval", "step_effect", "tool_effect"]
+__all__ = ["Effect", "StepEffects", "effects_of", "needing_approval", "step_effect", "tool_effect"]
 
 _ORDER: dict[str, int] = {"none": 0, "idempotent": 1, "keyed": 2, "unsafe": 3}
 
@@ -105,6 +105,27 @@ def step_effect(step: Step, registry: ToolRegistry) -> Effect:
     else:
         needs = worst != "none"
     return _effect(worst, needs, overlap)
+
+
+class StepEffects:
+    """:func:`step_effect` against one registry, each kind of step decided once: the effect
+    depends only on the tools a step may call and its own ``requires_approval``, and
+    thousands of a plan's steps share them (the registry must not change meanwhile)."""
+
+    __slots__ = ("_known", "registry")
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+        self._known: dict[tuple[str | None, str | None, bool | None], Effect] = {}
+
+    def __call__(self, step: Step) -> Effect:
+        fallback = step.fallback.tool if step.fallback is not None else None
+        own = (step.tool or "") if step.action == "tool_call" else None
+        key = (own, fallback, step.requires_approval)
+        found = self._known.get(key)
+        if found is None:
+            found = self._known[key] = step_effect(step, self.registry)
+        return found
 
 
 _EFFECTS: dict[tuple[SideEffects, bool, bool], Effect] = {}

@@ -106,8 +106,14 @@ def fill_first(
     return compile_args(value, parse)(outputs)
 
 
+_WALKED = frozenset((dict, list))
+"""The containers :func:`has_first` walks into (exact types)."""
+
+
 def has_first(value: Any) -> bool:
     """Whether ``value`` holds a ``$first`` object anywhere."""
+    if type(value) is dict and _WALKED.isdisjoint(map(type, value.values())):
+        return FIRST in value  # the usual flat arguments: nothing to walk
     stack = [value]
     while stack:
         v = stack.pop()

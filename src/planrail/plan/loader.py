@@ -246,6 +246,54 @@ def _clip(where: str) -> str:
 
 def check_bounds(data: Any, limits: PlanLimits) -> None:
     """Walk ``data`` once, iteratively, enforcing depth, node count, string length and types."""
+    if not _within_bounds(data, limits):
+        _check_bounds(data, limits)  # says what is wrong, the first problem the walk meets
+
+
+_PLAIN_LEAVES = frozenset((int, bool, type(None)))
+_STR = frozenset((str,))
+
+
+def _within_bounds(data: Any, limits: PlanLimits) -> bool:
+    """Whether ``data`` is plain JSON within ``limits``: what :func:`_check_bounds` checks, for
+    the usual case, without the paths (a container's plain leaves are checked where they are,
+    not pushed). ``False`` at anything unusual: the full walk then says what it is."""
+    max_nodes, max_depth, max_len = limits.max_nodes, limits.max_depth, limits.max_string_length
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    nodes = 1  # each value is counted by its container (the document by itself)
+    while stack:
+        value, depth = stack.pop()
+        t = type(value)
+        if t is dict:
+            if depth >= max_depth or not _STR.issuperset(map(type, value)):
+                return False
+            children: Any = value.values()
+        elif t is list:
+            if depth >= max_depth:
+                return False
+            children = value
+        else:
+            children = (value,)  # the document itself is a leaf
+            nodes -= 1
+        nodes += len(children)
+        if nodes > max_nodes:
+            return False
+        for v in children:
+            tv = type(v)
+            if tv is str:
+                if len(v) > max_len:
+                    return False
+            elif tv is float:
+                if not math.isfinite(v):
+                    return False
+            elif tv is dict or tv is list:
+                stack.append((v, depth + 1))
+            elif tv not in _PLAIN_LEAVES:
+                return False  # a subclass, a foreign object: the full walk says what
+    return True
+
+
+def _check_bounds(data: Any, limits: PlanLimits) -> None:
     # A value's JSONPath is kept as (parent, key) and spelled out only for an error message:
     # building it for every value cost more than the checks themselves.
     stack: list[tuple[Any, int, Any]] = [(data, 0, None)]
@@ -372,6 +420,9 @@ _FIELD_ALIASES: dict[str, str] = {
 }
 
 
+_ALIASES = frozenset(_FIELD_ALIASES)
+
+
 def normalize(data: Any) -> tuple[Any, list[tuple[str | None, str, str]]]:
     """Rewrite common LLM spellings into the canonical plan form.
 
@@ -388,7 +439,7 @@ def normalize(data: Any) -> tuple[Any, list[tuple[str | None, str, str]]]:
             continue
         step = dict(raw)
         sid = step.get("id") if isinstance(step.get("id"), str) else None
-        for alias, canonical in _FIELD_ALIASES.items():
+        for alias, canonical in _FIELD_ALIASES.items() if not _ALIASES.isdisjoint(step) else ():
             if alias in step and canonical not in step:
                 value = step.pop(alias)
                 if canonical == "action" and not isinstance(value, str):

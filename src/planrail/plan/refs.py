@@ -30,6 +30,7 @@ __all__ = [
     "MAX_REFERENCE_LENGTH",
     "MAX_SEGMENTS",
     "Parse",
+    "Parser",
     "Reference",
     "Template",
     "iter_references",
@@ -237,6 +238,87 @@ def _parse_simple(text: str) -> Template | None:
     if len(found) == len(whole):  # references only: one tuple serves as both
         return Template(whole, whole)  # type: ignore[arg-type]
     return Template(whole, tuple(found))
+
+
+_SIMPLE_INNER = re.compile(
+    r"([A-Za-z_][A-Za-z0-9_]*)((?:\.(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8}))*)"
+)
+"""What ``_SIMPLE`` matches between ``${`` and ``}``."""
+
+
+class Parser:
+    """:func:`parse_template` for one validation: the same results, with what a plan's strings
+    share parsed once — the :class:`Reference` of each ``${...}`` text (``${fetch.body}`` in a
+    thousand prompts is one object) and each dotted path.
+
+    A string whose every ``${`` opens a dotted reference within the limits (and holds no
+    ``$${`` escape) is split here; anything else — brackets, escapes, errors, limits — goes to
+    :func:`parse_template`, which gives the same result for everything this accepts. The memo
+    lives as long as the parser (one validation's context): there is no process-wide cache.
+    """
+
+    __slots__ = ("_paths", "_refs")
+
+    def __init__(self) -> None:
+        self._refs: dict[str, Reference] = {}
+        self._paths: dict[str, tuple[Segment, ...]] = {}
+
+    def __call__(self, text: str) -> Template:
+        if "${" not in text or "$${" in text:
+            return _parse_template(text)
+        fast = self._split(text)
+        return fast if fast is not None else _parse_template(text)
+
+    def clear(self) -> None:
+        """Forget what was parsed (the templates made keep their references)."""
+        self._refs.clear()
+        self._paths.clear()
+
+    def _split(self, text: str) -> Template | None:
+        pieces = text.split("${")
+        head = pieces[0]
+        parts: list[str | Reference] = [head] if head else []
+        found: list[Reference] = []
+        refs = self._refs
+        for piece in pieces[1:]:
+            close = piece.find("}")
+            if close < 0:
+                return None
+            inner = piece[:close]
+            ref = refs.get(inner)
+            if ref is None:
+                ref = self._reference(inner)
+                if ref is None:
+                    return None
+            parts.append(ref)
+            found.append(ref)
+            if close + 1 < len(piece):
+                parts.append(piece[close + 1 :])
+        whole = tuple(parts)
+        if len(found) == len(whole):  # references only: one tuple serves as both
+            return Template(whole, whole)  # type: ignore[arg-type]
+        return Template(whole, tuple(found))
+
+    def _reference(self, inner: str) -> Reference | None:
+        """The reference ``${inner}`` when it is a simple one (``None``: the full parser's)."""
+        if len(inner) + 3 > MAX_REFERENCE_LENGTH:
+            return None
+        m = _SIMPLE_INNER.fullmatch(inner)
+        if m is None:
+            return None
+        dotted = m.group(2)
+        if not dotted:
+            ref = Reference(inner)
+        else:
+            path = self._paths.get(dotted)
+            if path is None:
+                segs = dotted[1:].split(".")
+                if len(segs) > MAX_SEGMENTS or ("__" in dotted and any(map(_is_dunder, segs))):
+                    return None
+                path = self._paths[dotted] = tuple(int(x) if x[0] in _DIGITS else x for x in segs)
+            ref = Reference(m.group(1), path)
+        self._refs[inner] = ref
+        return ref
 
 
 def parse_reference(text: str) -> Reference:

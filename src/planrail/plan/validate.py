@@ -184,6 +184,8 @@ def check_plan(
             # (the peak memory of validating a big plan is this moment).
             refs, ctx.refs, ctx.used, ctx.compiled_refs = ctx.compiled_refs, {}, {}, {}
             ctx.literal_checks.clear()
+            ctx._producer_schemas.clear()
+            ctx.parser.clear()
             ctx._walks.clear()
             compiled = CompiledPlan(plan, ctx.registry, ctx.templates, refs, consume=True)
             if ctx.check_tools:

@@ -9,6 +9,7 @@ the type its producer declares, and a declared ``number`` may hold an integral v
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from planrail.plan import schema as js
@@ -17,7 +18,7 @@ from planrail.plan.refs import json_path
 from planrail.plan.tools import ToolSpec
 from planrail.plan.validate_context import Context, unit_output_schema
 
-__all__ = ["arguments_pass", "tools_pass"]
+__all__ = ["ToolArgs", "arguments_pass", "plain_fit", "tools_pass"]
 
 
 def tools_pass(ctx: Context) -> None:
@@ -46,6 +47,7 @@ def arguments_pass(ctx: Context) -> None:
     """missing_argument / unknown_argument / type_mismatch against each tool's input schema,
     and a fallback ``value`` against the step's output schema."""
     types_of = ctx.ref_types()
+    infos: dict[str, ToolArgs | None] = {}  # tool name -> what its input schema says
     for step in ctx.steps:
         at = ctx.at(step)
         calls: list[tuple[str | None, dict[str, Any], str]] = []
@@ -54,40 +56,117 @@ def arguments_pass(ctx: Context) -> None:
         if step.fallback is not None and step.fallback.tool:
             calls.append((step.fallback.tool, step.fallback.args, f"{at}.fallback.args"))
         for tool_name, args, where in calls:
-            spec = ctx.registry.spec(tool_name or "")
-            if spec is not None:
-                _check_args(ctx, step, spec, args, where, types_of)
+            name = tool_name or ""
+            info = infos.get(name, _UNREAD)
+            if info is _UNREAD:
+                spec = ctx.registry.spec(name)
+                info = infos[name] = None if spec is None else ToolArgs.of(spec)
+            if info is not None:
+                _check_args(ctx, step, info, args, where, types_of)
         if step.fallback is not None and "value" in step.fallback.model_fields_set:
             _check_fallback_value(ctx, step, at, types_of)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolArgs:
+    """What checking arguments against one tool's input schema reads of it, read once per
+    validation (thousands of steps call the same tool)."""
+
+    spec: ToolSpec
+    schema: Any
+    props: dict[str, Any]
+    required: list[Any]
+    closed: bool
+    plain: dict[str, tuple[frozenset[type], frozenset[str] | None]]
+    """Per parameter whose schema is a plain ``type`` (or a string ``enum``): the Python types
+    of a scalar literal that fits it with nothing more to check, and the strings its enum
+    allows (see :func:`plain_fit`)."""
+    produced: dict[str, dict[Any, list[Any]]]
+    """Per parameter: the problems of text holding references, by the types it produces."""
+
+    @classmethod
+    def of(cls, spec: ToolSpec) -> ToolArgs:
+        schema = spec.input_schema
+        is_dict = isinstance(schema, dict)
+        props = schema.get("properties") if is_dict else None
+        props = props if isinstance(props, dict) else {}
+        required = schema.get("required", []) if is_dict else []
+        extra = schema.get("additionalProperties") if is_dict else None
+        plain = {}
+        for name, sub in props.items():
+            fit = plain_fit(sub)
+            if fit is not None:
+                plain[name] = fit
+        return cls(
+            spec,
+            schema,
+            props,
+            required if isinstance(required, list) else [],
+            extra is False or (bool(props) and extra is None),
+            plain,
+            {name: {} for name in props},
+        )
+
+
+_UNREAD: Any = object()
+
+_PLAIN_TYPES: dict[str, frozenset[type]] = {
+    "string": frozenset({str}),
+    "integer": frozenset({int}),
+    "number": frozenset({int, float}),
+    "boolean": frozenset({bool}),
+    "null": frozenset({type(None)}),
+}
+_ANY_SCALAR: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_PLAIN_IGNORED = frozenset(("$ref", "anyOf", "oneOf", "const"))
+
+
+def plain_fit(schema: Any) -> tuple[frozenset[type], frozenset[str] | None] | None:
+    """For a parameter schema :func:`schema.check_literal` reads only the ``type`` (or the
+    ``enum``) of: the exact Python types of a scalar literal that passes it with no problem —
+    text without ``$`` under ``string``, an ``int`` under ``integer`` or ``number``, ... —
+    and, with an ``enum``, the strings it lists. ``None``: not such a schema. A literal of
+    another type (``2.0`` under ``integer``, ``True`` under ``number``, text with ``$``) takes
+    the full check, which gives what it gives for every schema."""
+    if type(schema) is not dict or not _PLAIN_IGNORED.isdisjoint(schema):
+        return None
+    enum = schema.get("enum")
+    if "enum" in schema:
+        if type(enum) is not list or not enum:
+            return None
+        # a string in the enum passes: it is one of the enum's values, of type string
+        return frozenset(), frozenset(v for v in enum if type(v) is str)
+    t = schema.get("type")
+    if type(t) is not str:
+        return None
+    if t in ("array", "object"):
+        return frozenset(), None  # no scalar fits: the full check says why
+    return _PLAIN_TYPES.get(t, _ANY_SCALAR), None  # an unknown type name accepts any
 
 
 def _check_args(
     ctx: Context,
     step: Step,
-    spec: ToolSpec,
+    info: ToolArgs,
     args: dict[str, Any],
     where: str,
     types_of: Callable[[str], Any],
 ) -> None:
-    schema = spec.input_schema
-    root = schema
-    props = schema.get("properties") if isinstance(schema, dict) else None
-    props = props if isinstance(props, dict) else {}
-    required = schema.get("required", []) if isinstance(schema, dict) else []
-    extra = schema.get("additionalProperties") if isinstance(schema, dict) else None
-    closed = extra is False or (bool(props) and extra is None)
-    for name in required if isinstance(required, list) else []:
+    spec = info.spec
+    props = info.props
+    for name in info.required:
         if name not in args:
             ctx.error(
                 "missing_argument",
                 step.id,
                 f"{where}.{name}",
                 f"tool '{spec.name}' requires argument '{name}'"
-                f"{_param_hint(props.get(name), root)}",
+                f"{_param_hint(props.get(name), info.schema)}",
             )
+    plain = info.plain
     for name, value in args.items():
         if name not in props:
-            if closed:
+            if info.closed:
                 ctx.error(
                     "unknown_argument",
                     step.id,
@@ -96,13 +175,51 @@ def _check_args(
                     f" {', '.join(props) or 'none'}){ctx.did_you_mean(name, props)}",
                 )
             continue
-        for sub, problem in _literal_problems(ctx, value, props[name], root, types_of):
+        fit = plain.get(name)
+        if fit is not None and _fits_plainly(value, fit):
+            continue
+        problems = _reference_problems(info, name, value, types_of)
+        if problems is None:
+            problems = _literal_problems(ctx, value, props[name], info.schema, types_of)
+        for sub, problem in problems:
             ctx.error(
                 "type_mismatch",
                 step.id,
                 json_path(f"{where}.{name}", tuple(sub)),
                 f"argument '{name}' of tool '{spec.name}': {problem}",
             )
+
+
+def _reference_problems(
+    info: ToolArgs, name: str, value: Any, types_of: Callable[[str], Any]
+) -> list[Any] | None:
+    """The problems of text holding references (``None`` for any other value): what
+    :func:`schema.check_literal` finds depends only on the JSON types the text produces, so
+    they are found once per (parameter, types) — ``${a.body}`` and ``${b.body}`` alike."""
+    if type(value) is not str or "$" not in value:
+        return None
+    produced = types_of(value)
+    if produced is True:  # no reference after all ("$5", "$${x}"): a literal
+        return None
+    seen = info.produced[name]
+    problems = seen.get(produced)
+    if problems is None:
+        problems = seen[produced] = list(
+            js.check_literal(value, info.props[name], info.schema, types_of)
+        )
+    return problems
+
+
+def _fits_plainly(value: Any, fit: tuple[frozenset[type], frozenset[str] | None]) -> bool:
+    """Whether ``value`` passes its parameter's plain schema with nothing to check (``False``:
+    the full check decides)."""
+    kind = type(value)
+    if kind is str:
+        if "$" in value:
+            return False
+        enum = fit[1]
+        return value in enum if enum is not None else str in fit[0]
+    return kind in fit[0]
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))

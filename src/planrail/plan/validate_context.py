@@ -17,8 +17,7 @@ from planrail.plan import schema as js
 from planrail.plan.compiled import StepPath, Templates
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Step
-from planrail.plan.refs import Reference, Template, iter_strings_with_dollar, json_path
-from planrail.plan.refs import parse_template as _parse_template
+from planrail.plan.refs import Parser, Reference, Template, iter_strings_with_dollar, json_path
 from planrail.plan.tools import ToolRegistry
 
 __all__ = [
@@ -114,12 +113,15 @@ class Context:
     """Steps with a ``depends_on`` entry they reference nothing of."""
     templates: Templates = field(default_factory=Templates)
     """Parsed strings, so each is parsed once."""
+    parser: Parser = field(default_factory=Parser)
+    """What parses them (the references they share parsed once too)."""
     output_refs: list[tuple[str, Reference]] = field(default_factory=list)
     literal_checks: dict[tuple[int, int, type, Any], tuple[Any, list[Any]]] = field(
         default_factory=dict
     )
     """``(id(parameter schema), id(tool schema), type, scalar)`` → the schema (so the id stays
     its own) and the problems :func:`schema.check_literal` found (a float by its ``repr``)."""
+    _producer_schemas: dict[str, Any] = field(default_factory=dict)
     suggestion_budget: int = _SUGGESTION_BUDGET
     _edges: dict[str, list[str]] | None = None
     _in_order: bool | None = None
@@ -143,7 +145,7 @@ class Context:
     def template(self, s: str) -> Template:
         t = self.templates.get(s)
         if t is None:
-            t = self.templates[s] = _parse_template(s)
+            t = self.templates[s] = self.parser(s)
         return t
 
     def at(self, step: Step) -> str:
@@ -159,11 +161,14 @@ class Context:
         for a repeated id, the first step's). Built once, after the references pass."""
         if self._edges is None:
             known = self.known
+            refs = self.refs
             deps: dict[str, list[str]] = {sid: [] for sid in known}
             for sid, step in self.first.items():
-                edges = deps[sid]
-                edges.extend(d for d in step.depends_on if d in known and d != sid)
-                edges.extend(r.step for _, r in self.refs.get(sid, ()) if r.step != sid)
+                edges = [d for d in step.depends_on if d in known and d != sid]
+                found = refs.get(sid)
+                if found:
+                    edges += [r.step for _, r in found if r.step != sid]
+                deps[sid] = edges
             self._edges = deps
         return self._edges
 
@@ -171,10 +176,7 @@ class Context:
         """Whether every edge leads to a step listed earlier: the plan's order is then a
         topological order (plans are nearly always written so)."""
         if self._in_order is None:
-            known = self.known
-            self._in_order = all(
-                known[d] < known[sid] for sid, ds in self.edges().items() for d in ds
-            )
+            self._in_order = _in_order(self.known, self.edges())
         return self._in_order
 
     def reference_to(self, step_id: str, path: tuple[str, ...] = ()) -> Reference | None:
@@ -218,12 +220,21 @@ class Context:
             hit = self._walks[key] = (schema, _walk(schema, path))
         return hit[1]
 
+    def producer_schema(self, step_id: str) -> Any:
+        """:func:`output_schema_of` the first step with ``step_id`` (which must exist), once per
+        validation (a fan-out's is a new dict: asked again, its walks would be lost)."""
+        schemas = self._producer_schemas
+        if step_id in schemas:
+            return schemas[step_id]
+        schema = schemas[step_id] = output_schema_of(self.first[step_id], self.registry)
+        return schema
+
     def ref_types(self) -> Callable[[str], Any]:
         """``types_of(s)`` for :func:`schema.check_literal`: ``True`` for a plain string, the
         JSON types a string holding one reference produces, ``frozenset({"string"})`` for
         interpolated text, ``False`` when unknown."""
         first = self.first
-        registry = self.registry
+        read: dict[tuple[str, tuple[str | int, ...]], Any] = {}  # (producer, path) -> types
 
         def types_of(s: str) -> Any:
             if "$" not in s:
@@ -237,16 +248,32 @@ class Context:
             ref = t.single
             if ref is None:
                 return frozenset({"string"})
-            producer = first.get(ref.step)
-            if producer is None:
+            key = (ref.step, ref.path)
+            found = read.get(key)
+            if found is None:
+                found = read[key] = produced(ref)
+            return found
+
+        def produced(ref: Reference) -> Any:
+            if ref.step not in first:
                 return False
-            schema = output_schema_of(producer, registry)
+            schema = self.producer_schema(ref.step)
             if schema is None:
                 return False
             status, _, _, types = self._walk(schema, ref.path)
             return types if status == "ok" else False
 
         return types_of
+
+
+def _in_order(known: Mapping[str, int], edges: Mapping[str, list[str]]) -> bool:
+    for sid, ds in edges.items():
+        if ds:
+            at = known[sid]
+            for d in ds:
+                if known[d] >= at:
+                    return False
+    return True
 
 
 def unit_output_schema(step: Step, registry: ToolRegistry) -> Any:

@@ -28,6 +28,7 @@ from planrail.plan.first import FIRST, first_problems, has_first
 from planrail.plan.model import RetrySpec, Step
 from planrail.plan.predicates import check_predicate, predicate_type_problems
 from planrail.plan.refs import Parse, Reference, parse_reference
+from planrail.plan.tools import ToolSpec
 from planrail.plan.validate_context import Context, unit_output_schema, walk_schema
 
 __all__ = ["MAX_ITERATIONS", "MAX_PARALLEL", "policies_pass"]
@@ -45,6 +46,7 @@ def policies_pass(ctx: Context) -> None:
     max_iterations = getattr(ctx.limits, "max_iterations", MAX_ITERATIONS)
     max_parallel = getattr(ctx.limits, "max_parallel", MAX_PARALLEL)
     types_of = ctx.ref_types()
+    retries: dict[str, str | None] = {}  # tool -> what is wrong with its default retry policy
     for step in ctx.steps:
         at = ctx.at(step)
         _predicates(ctx, step, at, types_of)
@@ -95,7 +97,7 @@ def policies_pass(ctx: Context) -> None:
                 f"timeout ({step.timeout:g}s) is longer than total_timeout"
                 f" ({step.total_timeout:g}s), which cuts every attempt first",
             )
-        _tool_retry(ctx, step, at)
+        _tool_retry(ctx, step, at, retries)
 
 
 def _predicates(ctx: Context, step: Step, at: str, types_of: Any) -> None:
@@ -183,6 +185,8 @@ def _locals(ctx: Context, step: Step, at: str) -> None:
 
 
 def _first(ctx: Context, step: Step, at: str) -> None:
+    if _only_args(step) and not has_first(step.args):
+        return  # the usual step: nothing else could hold a $first
     fields: list[tuple[str, Any]] = [("args", step.args)]
     if step.fallback is not None:
         fields.append(("fallback.args", step.fallback.args))
@@ -220,6 +224,16 @@ def _first(ctx: Context, step: Step, at: str) -> None:
             f" runs, so {FIRST} always takes its first candidate; use join any_succeeded"
             " or all_finished",
         )
+
+
+def _only_args(step: Step) -> bool:
+    """Whether the arguments are the only field of ``step`` :func:`_first` reads."""
+    return (
+        step.fallback is None
+        and step.condition is None
+        and step.when is None
+        and step.repeat is None
+    )
 
 
 def _firsts(value: Any, path: str) -> Iterable[tuple[str, list[Any]]]:
@@ -260,21 +274,31 @@ def _for_each(ctx: Context, step: Step, at: str, types_of: Any) -> None:
         )
 
 
-def _tool_retry(ctx: Context, step: Step, at: str) -> None:
+def _tool_retry(ctx: Context, step: Step, at: str, seen: dict[str, str | None]) -> None:
+    """invalid_policy: the step takes its tool's default retry policy, which is invalid
+    (``seen``: each tool's problem, read once per validation)."""
     if step.action != "tool_call" or step.retry is not None or not step.tool:
         return
-    spec = ctx.registry.spec(step.tool)
-    if spec is None or spec.retry is None:
-        return
-    try:
-        RetrySpec.model_validate(dict(spec.retry))
-    except pydantic.ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
+    if step.tool not in seen:
+        seen[step.tool] = _retry_problem(ctx.registry.spec(step.tool))
+    problem = seen[step.tool]
+    if problem is not None:
         ctx.error(
             "invalid_policy",
             step.id,
             f"{at}.tool",
             f"tool '{step.tool}' declares an invalid default retry policy"
-            f" ({where}: {first['msg']}); give the step its own 'retry'",
+            f" ({problem}); give the step its own 'retry'",
         )
+
+
+def _retry_problem(spec: ToolSpec | None) -> str | None:
+    if spec is None or spec.retry is None:
+        return None
+    try:
+        RetrySpec.model_validate(dict(spec.retry))
+    except pydantic.ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where}: {first['msg']}"
+    return None

@@ -7,14 +7,12 @@ and the ``duplicate_dependency`` and ``unchecked_reference`` warnings.
 
 from __future__ import annotations
 
-from typing import Any
-
 from planrail.errors import ReferenceSyntaxError
 from planrail.plan.compiled import LOCAL_NAMES, StepPath, step_fields
 from planrail.plan.graph import cycles
 from planrail.plan.model import Step
 from planrail.plan.refs import Reference, iter_strings_with_dollar, json_path
-from planrail.plan.validate_context import Context, output_schema_of, walk_strings
+from planrail.plan.validate_context import Context, walk_strings
 
 __all__ = ["cycles_pass", "dependencies_pass", "output_fields_pass", "references_pass"]
 
@@ -62,63 +60,60 @@ def references_pass(ctx: Context) -> None:
         used: set[str] = set()
         # with a malformed depends_on (left out), which edges were meant is unknown
         declared = None if ctx.skips(step, "depends_on") else set(step.depends_on)
-        for field, value in step_fields(step):
-            for where, s in iter_strings_with_dollar(value, field):
-                segments = paths.setdefault(where, where)  # kept per reference: shared
-                try:
-                    t = template(s)
-                except ReferenceSyntaxError as exc:
-                    ctx.error(
-                        "invalid_reference", sid, json_path(ctx.at(step), segments), exc.message
-                    )
+        for where, s in _dollar_strings(step):
+            segments = paths.setdefault(where, where)  # kept per reference: shared
+            try:
+                t = template(s)
+            except ReferenceSyntaxError as exc:
+                ctx.error("invalid_reference", sid, json_path(ctx.at(step), segments), exc.message)
+                continue
+            for ref in t.references:
+                target = ref.step
+                if target in known and target != sid:
+                    if declared is not None and target not in declared:
+                        ctx.error(
+                            "undeclared_dependency",
+                            sid,
+                            json_path(ctx.at(step), segments),
+                            f"{ref} uses the output of '{target}' but '{target}'"
+                            f" is not in depends_on; add it to depends_on",
+                        )
+                        declared.add(target)  # report each missing edge once
+                    found.append((segments, ref))
+                    if every is not None:
+                        every.append((segments, ref))
+                    used.add(target)
                     continue
-                for ref in t.references:
-                    target = ref.step
-                    if target in known and target != sid:
-                        if declared is not None and target not in declared:
-                            ctx.error(
-                                "undeclared_dependency",
-                                sid,
-                                json_path(ctx.at(step), segments),
-                                f"{ref} uses the output of '{target}' but '{target}'"
-                                f" is not in depends_on; add it to depends_on",
-                            )
-                            declared.add(target)  # report each missing edge once
-                        found.append((segments, ref))
-                        if every is not None:
-                            every.append((segments, ref))
-                        used.add(target)
-                        continue
-                    local = LOCAL_NAMES.get(target)
-                    path = json_path(ctx.at(step), segments)
-                    if local is not None and target not in known:
-                        if not _local_allowed(ctx, step, local, field[0]):
-                            ctx.error(
-                                "invalid_reference",
-                                sid,
-                                path,
-                                f"{ref} is only defined inside a step with '{local}'",
-                            )
-                        elif every is None:
-                            every = [*found, (segments, ref)]
-                        else:
-                            every.append((segments, ref))
-                    elif target == sid:
+                local = LOCAL_NAMES.get(target)
+                path = json_path(ctx.at(step), segments)
+                if local is not None and target not in known:
+                    if not _local_allowed(ctx, step, local, segments[0]):
                         ctx.error(
-                            "self_dependency",
+                            "invalid_reference",
                             sid,
                             path,
-                            f"{ref} references this step's own output, which does not"
-                            " exist yet; reference an earlier step",
+                            f"{ref} is only defined inside a step with '{local}'",
                         )
+                    elif every is None:
+                        every = [*found, (segments, ref)]
                     else:
-                        ctx.error(
-                            "unknown_step_reference",
-                            sid,
-                            path,
-                            f"{ref} references '{target}', which is not a step of this"
-                            f" plan{ctx.did_you_mean(target, known)}",
-                        )
+                        every.append((segments, ref))
+                elif target == sid:
+                    ctx.error(
+                        "self_dependency",
+                        sid,
+                        path,
+                        f"{ref} references this step's own output, which does not"
+                        " exist yet; reference an earlier step",
+                    )
+                else:
+                    ctx.error(
+                        "unknown_step_reference",
+                        sid,
+                        path,
+                        f"{ref} references '{target}', which is not a step of this"
+                        f" plan{ctx.did_you_mean(target, known)}",
+                    )
         # a repeated id's references are checked, but the graph passes follow the first step
         if sid not in ctx.refs:
             ctx.refs[sid] = found
@@ -147,15 +142,35 @@ def references_pass(ctx: Context) -> None:
                     ctx.output_refs.append((path, ref))
 
 
+_SCALARS = frozenset((int, float, bool, type(None)))
+
+
+def _dollar_strings(step: Step) -> list[tuple[StepPath, str]]:
+    """``iter_strings_with_dollar`` over :func:`step_fields`, in the same order: the usual flat
+    arguments (strings and scalars) are read without the walk."""
+    args = step.args
+    found: list[tuple[StepPath, str]] = []
+    for k, v in args.items():
+        kind = type(v)
+        if kind is str:
+            if "$" in v:
+                found.append((("args", k), v))
+        elif kind not in _SCALARS:  # a container, a subclass: the walk
+            found = list(iter_strings_with_dollar(args, ("args",)))
+            break
+    fields = step_fields(step)
+    next(fields)  # the arguments, read above
+    for field, value in fields:
+        found.extend(iter_strings_with_dollar(value, field))
+    return found
+
+
 def _local_allowed(ctx: Context, step: Step, local: str, field: object) -> bool:
     if ctx.skips(step, local):  # the for_each / repeat it needs is there, but malformed
         return True
     if local == "for_each":
         return step.for_each is not None and field != "for_each"
     return step.repeat is not None
-
-
-_UNSET: Any = object()
 
 
 def _json_path(ctx: Context, sid: str | None, where: StepPath | str) -> str:
@@ -187,40 +202,53 @@ def output_fields_pass(ctx: Context) -> None:
     """unknown_output_field: every reference path exists in the producer's output schema;
     ``unchecked_reference`` (once per producer) where the producer's shape is unknown."""
     unchecked_warned: set[str] = set()
-    schemas: dict[str, Any] = {}  # producer id → its output schema
-    all_refs: list[tuple[str | None, StepPath | str, Reference]] = [
-        (sid, p, r) for sid, refs in ctx.refs.items() for p, r in refs
-    ]
-    all_refs.extend((None, p, r) for p, r in ctx.output_refs)
-    for sid, where, ref in all_refs:
-        producer = ctx.first.get(ref.step)
-        if producer is None or not ref.path:
-            continue
-        schema = schemas.get(ref.step, _UNSET)
-        if schema is _UNSET:
-            schema = schemas[ref.step] = output_schema_of(producer, ctx.registry)
-        if schema is None:
-            if producer.tool in ctx.registry and ref.step not in unchecked_warned:
-                unchecked_warned.add(ref.step)
-                ctx.warn(
-                    "unchecked_reference",
-                    sid,
-                    _json_path(ctx, sid, where),
-                    f"tool '{producer.tool}' declares no output schema, so field references"
-                    f" into '{ref.step}' (such as {ref}) are not checked",
-                )
-            continue
-        status, detail = ctx.walk(schema, ref)
-        if status == "missing":
-            ctx.error("unknown_output_field", sid, _json_path(ctx, sid, where), detail or "")
-        elif status == "unknown" and ref.step not in unchecked_warned:
+    # (producer, path) found in its output schema: thousands of steps read the same field
+    fine: set[tuple[str, tuple[str | int, ...]]] = set()
+    for sid, refs in ctx.refs.items():
+        for where, ref in refs:
+            if ref.path and (ref.step, ref.path) not in fine:
+                _output_field(ctx, sid, where, ref, unchecked_warned, fine)
+    for where_, ref in ctx.output_refs:
+        if ref.path and (ref.step, ref.path) not in fine:
+            _output_field(ctx, None, where_, ref, unchecked_warned, fine)
+
+
+def _output_field(
+    ctx: Context,
+    sid: str | None,
+    where: StepPath | str,
+    ref: Reference,
+    unchecked_warned: set[str],
+    fine: set[tuple[str, tuple[str | int, ...]]],
+) -> None:
+    producer = ctx.first.get(ref.step)
+    if producer is None:
+        return
+    schema = ctx.producer_schema(ref.step)
+    if schema is None:
+        if producer.tool in ctx.registry and ref.step not in unchecked_warned:
             unchecked_warned.add(ref.step)
-            what = f"tool '{producer.tool}'" if producer.tool else f"step '{ref.step}'"
             ctx.warn(
                 "unchecked_reference",
                 sid,
                 _json_path(ctx, sid, where),
-                f"the output schema of {what} does not describe field {detail!r} (an object"
-                f" or value of any shape), so {ref} and other such references into"
-                f" '{ref.step}' are not checked; declare the field in the output schema",
+                f"tool '{producer.tool}' declares no output schema, so field references"
+                f" into '{ref.step}' (such as {ref}) are not checked",
             )
+        return
+    status, detail = ctx.walk(schema, ref)
+    if status == "ok":
+        fine.add((ref.step, ref.path))
+    elif status == "missing":
+        ctx.error("unknown_output_field", sid, _json_path(ctx, sid, where), detail or "")
+    elif status == "unknown" and ref.step not in unchecked_warned:
+        unchecked_warned.add(ref.step)
+        what = f"tool '{producer.tool}'" if producer.tool else f"step '{ref.step}'"
+        ctx.warn(
+            "unchecked_reference",
+            sid,
+            _json_path(ctx, sid, where),
+            f"the output schema of {what} does not describe field {detail!r} (an object"
+            f" or value of any shape), so {ref} and other such references into"
+            f" '{ref.step}' are not checked; declare the field in the output schema",
+        )

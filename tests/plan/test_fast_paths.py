@@ -1,0 +1,479 @@
+"""The validator's fast paths agree with the full checks they stand in for, malformed input too.
+
+Each fast path (the per-validation :class:`~planrail.plan.refs.Parser`, plain parameter schemas,
+reference types checked by what they produce, the per-step-kind effects, the flat duplicate
+key, the flat ``$first`` test) is compared with the code it skips: directly on generated
+input, and through whole validations run once as they are and once with every fast path
+replaced by the full one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from planrail.errors import PlanLoadError, ReferenceSyntaxError
+from planrail.plan import (
+    duplicates,
+    first,
+    loader,
+    validate_args,
+    validate_policies,
+    validate_refs,
+)
+from planrail.plan import schema as js
+from planrail.plan.catalog import load_catalog
+from planrail.plan.compiled import step_fields
+from planrail.plan.effects import StepEffects, step_effect
+from planrail.plan.loader import PlanLimits, check_bounds
+from planrail.plan.model import Fallback, Step
+from planrail.plan.refs import Parser, Template, iter_strings_with_dollar, parse_template
+from planrail.plan.tools import ToolRegistry, ToolSpec
+from planrail.plan.validate import ValidationReport, validate
+
+from .helpers import PLANS
+
+# ------------------------------------------------------------------ the parser
+
+
+def _parsed(parse: Any, text: str) -> tuple[str, Any]:
+    try:
+        t: Template = parse(text)
+    except ReferenceSyntaxError as exc:
+        return "error", (exc.message, exc.position)
+    return "ok", (t.parts, t.references, t.single)
+
+
+TRICKY = [
+    "${a}",
+    "${a.b.0.c}",
+    "x ${a.b} y ${c} z",
+    "${a}${b}",
+    "${a}}",
+    "}${a}",
+    "$${a}",
+    "$$${a}",
+    "a$",
+    "$5 and ${a}",
+    "${",
+    "${}",
+    "${a",
+    "${a.}",
+    "${a..b}",
+    "${a.01}",
+    "${a.1234567890}",
+    "${a.123456789}",
+    "${a[0]}",
+    '${a["k"]}',
+    '${a["${b}"]}',
+    "${a${b}}",
+    "${a.__class__}",
+    "${__class__}",
+    "${a.__x}",
+    "${1a}",
+    "${a-b}",
+    "${ a}",
+    "${a." + ".".join(["x"] * 16) + "}",
+    "${a." + ".".join(["x"] * 17) + "}",
+    "${a" + ".x" * 600 + "}",
+    "${" + "a" * 1021 + "}",
+    "${" + "a" * 1022 + "}",
+    "é ${a.ü} ${b}",
+]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_the_parser_agrees_with_parse_template(text: str) -> None:
+    parser = Parser()
+    assert _parsed(parser, text) == _parsed(parse_template, text)
+    assert _parsed(parser, text) == _parsed(parse_template, text)  # remembered: the same
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(alphabet="${}.[]\"'\\ab_09x", max_size=24), min_size=1, max_size=8))
+def test_the_parser_agrees_on_any_text(texts: list[str]) -> None:
+    """One parser over many strings (its memo shared between them) gives what parse_template
+    gives each, errors and their offsets included."""
+    parser = Parser()
+    for text in texts:
+        assert _parsed(parser, text) == _parsed(parse_template, text), text
+
+
+def test_the_parser_shares_one_reference_between_strings() -> None:
+    parser = Parser()
+    a, b = parser("${s.body}"), parser("see ${s.body}")
+    assert a.single is b.references[0]
+    parser.clear()
+    assert parser("${s.body}") == a
+    assert parser("${s.body}").single is not a.single  # forgotten: parsed again
+
+
+# ------------------------------------------------------------------ plain parameter schemas
+
+SCHEMAS: list[Any] = [
+    {"type": "string"},
+    {"type": "integer"},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"type": "null"},
+    {"type": "array"},
+    {"type": "object"},
+    {"type": "whatever"},
+    {"type": ["string", "integer"]},
+    {"type": "string", "enum": ["fast", "careful"]},
+    {"type": "integer", "enum": ["a", 1]},
+    {"enum": [1, True, None, "x", [1]]},
+    {"enum": []},
+    {"enum": "x"},
+    {"type": "string", "const": "x"},
+    {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+    {"$ref": "#/$defs/n"},
+    {"type": "string", "description": "text", "minLength": 3},
+    {},
+    "not a schema",
+]
+VALUES: list[Any] = [
+    "x",
+    "fast",
+    "",
+    "a",
+    "$5",
+    "$${x}",
+    "${s.n}",
+    "${s.t} text",
+    "${nope}",
+    1,
+    0,
+    -3,
+    2.0,
+    2.5,
+    True,
+    False,
+    None,
+    [1, 2],
+    {"k": 1},
+    {"$first": ["${s.n}", 1]},
+]
+OUT = {"type": "object", "properties": {"n": {"type": "integer"}, "t": {"type": "string"}}}
+
+
+def _types_of(text: str) -> Any:
+    """The validator's answer for the few references of these tests."""
+    if "$" not in text or "${" not in text.replace("$${", ""):
+        return True
+    if text == "${s.n}":
+        return frozenset({"integer"})
+    if text == "${nope}":
+        return False
+    return frozenset({"string"})
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=repr)
+def test_a_plain_fit_passes_only_what_the_full_check_passes(schema: Any) -> None:
+    root = {"$defs": {"n": {"type": "integer"}}}
+    fit = validate_args.plain_fit(schema)
+    for value in VALUES:
+        full = list(js.check_literal(value, schema, root, _types_of))
+        if fit is not None and validate_args._fits_plainly(value, fit):
+            assert full == [], (schema, value)
+
+
+def test_plain_schemas_take_the_fast_path() -> None:
+    """The usual parameters are plain: the fast path is not dead code."""
+    assert validate_args.plain_fit({"type": "string"}) == (frozenset({str}), None)
+    fit = validate_args.plain_fit({"type": "string", "enum": ["fast", 2]})
+    assert fit == (frozenset(), frozenset({"fast"}))
+    assert validate_args.plain_fit({"anyOf": [{"type": "string"}]}) is None
+    integer = (validate_args._PLAIN_TYPES["integer"], None)
+    assert validate_args._fits_plainly(3, integer)
+    assert not validate_args._fits_plainly(True, integer)  # the full check says why
+    assert not validate_args._fits_plainly(2.0, integer)
+
+
+# ------------------------------------------------------------------ whole validations
+
+FAST_TOOLS = ToolRegistry(
+    [
+        ToolSpec(
+            name="make",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "n": {"type": "integer"},
+                    "x": {"type": "number"},
+                    "flag": {"type": "boolean"},
+                    "label": {"type": "string"},
+                    "mode": {"type": "string", "enum": ["fast", "careful"]},
+                    "any": {},
+                    "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                    "items": {"type": "array", "items": {"type": "integer"}},
+                    "ref": {"$ref": "#/$defs/n"},
+                },
+                "required": ["n"],
+                "$defs": {"n": {"type": "integer"}},
+            },
+            output_schema=OUT,
+            side_effects="none",
+        ),
+        ToolSpec(name="open", input_schema={"type": "object"}, side_effects="keyed"),
+        ToolSpec(name="ask", side_effects="none", requires_approval=True),
+    ]
+)
+
+
+def _nasty_plan() -> dict[str, Any]:
+    """Every kind of literal and reference the fast paths see, right and wrong."""
+    steps: list[dict[str, Any]] = [{"id": "s", "tool": "make", "args": {"n": 1}}]
+    for i, value in enumerate(VALUES):
+        for param in ("n", "x", "flag", "label", "mode", "any", "either", "items", "ref"):
+            steps.append(
+                {
+                    "id": f"p{i}_{param}",
+                    "tool": "make",
+                    "args": {"n": 1, param: value} if param != "n" else {"n": value},
+                    "depends_on": ["s"],
+                }
+            )
+    steps += [
+        {"id": "fan", "tool": "make", "args": {"n": "${item}"}, "for_each": "${s.t}"},
+        {"id": "fan2", "tool": "make", "args": {"n": "${fan.0.n}"}, "depends_on": ["fan"]},
+        {"id": "d1", "tool": "make", "args": {"n": 1, "flag": True}},
+        {"id": "d2", "tool": "make", "args": {"flag": True, "n": 1}},
+        {"id": "d3", "tool": "make", "args": {"n": True, "flag": True}},
+        {"id": "d4", "tool": "make", "args": {"n": 1.0, "flag": True}},
+        {"id": "u", "tool": "make", "args": {"n": 1, "nope": "${s.zzz}", "q": "${ghost.n}"}},
+        {
+            "id": "f",
+            "tool": "make",
+            "args": {"n": {"$first": ["${s.n}", 2]}},
+            "join": "any_succeeded",
+            "depends_on": ["s"],
+        },
+        {"id": "e1", "tool": "open", "args": {"k": "${s.n}"}, "depends_on": ["s"]},
+        {"id": "e2", "tool": "ask", "args": {}, "requires_approval": False},
+        {"id": "e3", "tool": "open", "args": {}, "fallback": {"tool": "ask", "args": {}}},
+        {"id": "e4", "action": "llm_call", "prompt": "${s.t} and $${x} and ${s[0]} ${s.__x__}"},
+        {"id": "e5", "tool": "missing", "args": {"a": "${e4}"}, "depends_on": ["e4"]},
+        {"id": "bad", "tool": "make", "args": {"n": "${s.n"}, "depends_on": ["s"]},
+        {"id": "deep", "tool": "make", "args": {"n": 1, "items": ["${s.n}", {"k": "${s.q}"}]}},
+        {"id": "alias", "tool_name": "make", "params": {"n": "${s.n}"}, "deps": ["s"]},
+    ]
+    return {"goal": "fast paths", "steps": steps, "output": {"a": "${s.n}", "b": "${fan}"}}
+
+
+def _generated(n: int) -> dict[str, Any]:
+    """A valid plan like ``bench.validation``'s: whole, field and embedded references."""
+    steps: list[dict[str, Any]] = [{"id": "s0", "tool": "make", "args": {"n": 1, "mode": "fast"}}]
+    for i in range(1, n):
+        near, far = f"s{max(0, i - 1 - i % 7)}", f"s{i // 2}"
+        if i % 10 == 0:
+            prompt = f"Summarise ${{{near}.t}} for ${{{far}}}."
+            steps.append(
+                {
+                    "id": f"s{i}",
+                    "action": "llm_call",
+                    "prompt": prompt,
+                    "output_schema": OUT,
+                    "depends_on": [near, far],
+                }
+            )
+            continue
+        args = {
+            "n": f"${{{far}.n}}",
+            "label": f"from ${{{near}.t}} and ${{{far}}}",
+            "x": i,
+            "mode": "careful",
+        }
+        steps.append(
+            {"id": f"s{i}", "tool": "make", "args": args, "depends_on": sorted({near, far})}
+        )
+    return {"goal": "generated", "steps": steps, "output": "${s0.t}"}
+
+
+def _plans() -> Iterator[tuple[str, Any, ToolRegistry]]:
+    yield "nasty", _nasty_plan(), FAST_TOOLS
+    yield "generated", _generated(300), FAST_TOOLS
+    catalog = ToolRegistry(load_catalog(PLANS / "tools.catalog.json"))
+    for path in sorted(PLANS.glob("*.json")) + sorted(PLANS.glob("*.yaml")):
+        if path.name != "tools.catalog.json":
+            yield path.name, path, catalog
+
+
+def _report(report: ValidationReport) -> tuple[Any, ...]:
+    compiled = report.compiled
+    steps = (
+        None
+        if compiled is None
+        else {sid: (c.references, c.effect) for sid, c in compiled.steps.items()}
+    )
+    return report.to_dict(), steps
+
+
+def _full_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every fast path replaced by what it stands in for."""
+    monkeypatch.setattr(Parser, "__call__", lambda self, text: parse_template(text))
+    monkeypatch.setattr(validate_args, "plain_fit", lambda schema: None)
+    monkeypatch.setattr(validate_args, "_reference_problems", lambda *args: None)
+    monkeypatch.setattr(
+        validate_args,
+        "_literal_problems",
+        lambda ctx, value, schema, root, types_of: list(
+            js.check_literal(value, schema, root, types_of)
+        ),
+    )
+    monkeypatch.setattr(
+        StepEffects, "__call__", lambda self, step: step_effect(step, self.registry)
+    )
+    monkeypatch.setattr(duplicates, "_call_key", _old_call_key)
+    monkeypatch.setattr(validate_policies, "has_first", _walked_has_first)
+    monkeypatch.setattr(validate_refs, "_dollar_strings", _walked_strings)
+
+
+def _old_call_key(tool: str, args: dict[str, Any]) -> tuple[str, Any] | None:
+    """The key before the flat one was a set."""
+    if all(type(v) in (str, int, bool, type(None)) for v in args.values()):
+        return tool, tuple(sorted((k, type(v).__name__, v) for k, v in args.items()))
+    try:
+        return tool, json.dumps(args, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _walked_strings(step: Step) -> list[tuple[Any, str]]:
+    """The strings that may hold references, by the one walk, field by field."""
+    return [x for field, value in step_fields(step) for x in iter_strings_with_dollar(value, field)]
+
+
+def _walked_has_first(value: Any) -> bool:
+    """has_first without its shortcut for flat arguments."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            if first.FIRST in v:
+                return True
+            stack.extend(v.values())
+        elif type(v) is list:
+            stack.extend(v)
+    return False
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in _plans()])
+def test_fast_and_full_paths_report_the_same(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Errors, warnings (codes, paths, messages, order), references and effects alike."""
+    _, source, tools = next(p for p in _plans() if p[0] == name)
+    fast = _report(validate(copy.deepcopy(source), tools))
+    with monkeypatch.context() as m:
+        _full_paths(m)
+        full = _report(validate(copy.deepcopy(source), tools))
+    assert fast == full
+
+
+def test_the_nasty_plan_reports_what_the_fast_paths_skip() -> None:
+    """The comparison above is not between two empty reports."""
+    report = validate(_nasty_plan(), FAST_TOOLS)
+    found = {i.code for i in report.errors} | {i.code for i in report.warnings}
+    assert validate(_generated(300), FAST_TOOLS).valid
+    assert {
+        "type_mismatch",
+        "unknown_argument",
+        "unknown_output_field",
+        "unknown_step_reference",
+        "invalid_reference",
+        "unknown_tool",
+        "duplicate_call",
+    } <= found
+    dup = [i.step for i in report.warnings if i.code == "duplicate_call"]
+    # keys in another order are the same call; True is not 1, 1.0 is not 1
+    assert "d2" in dup
+    assert "d3" not in dup
+    assert "d4" not in dup
+
+
+# ------------------------------------------------------------------ effects, $first
+
+
+def test_step_effects_agree_with_step_effect_for_every_kind_of_step() -> None:
+    effects = StepEffects(FAST_TOOLS)
+    for tool in ("make", "open", "ask", "missing", None):
+        for fallback in (None, "make", "open", "ask", "missing"):
+            for approval in (None, True, False):
+                for action in ("tool_call", "llm_call"):
+                    data: dict[str, Any] = {"id": "a", "action": action, "tool": tool}
+                    if action == "llm_call":
+                        data["prompt"] = "p"
+                    if fallback is not None:
+                        data["fallback"] = Fallback(tool=fallback)
+                    if approval is not None:
+                        data["requires_approval"] = approval
+                    step = Step(**data)
+                    assert effects(step) == step_effect(step, FAST_TOOLS)
+                    assert effects(step) == step_effect(step, FAST_TOOLS)  # remembered
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{}, {"a": 1}, {"$first": []}, {"a": {"$first": [1]}}, {"a": [{"$first": [1]}]}, [], "x"],
+)
+def test_has_first_on_flat_arguments_agrees_with_the_walk(value: Any) -> None:
+    assert first.has_first(value) == _walked_has_first(value)
+
+
+# ------------------------------------------------------------------ the bounds
+
+
+class _Text(str):
+    pass
+
+
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+    st.builds(_Text, st.text(max_size=3)),
+    st.just(()),
+)
+_DATA = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 2)), inner, max_size=4),
+    ),
+    max_leaves=30,
+)
+
+
+def _bounded(check: Any, data: Any, limits: PlanLimits) -> tuple[str, str] | None:
+    try:
+        check(data, limits)
+    except PlanLoadError as exc:
+        return type(exc).__name__, exc.message
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(_DATA, st.integers(1, 40), st.integers(1, 5), st.integers(0, 6))
+@example([float("nan")], 40, 5, 6)
+@example({"a": [1, {"b": float("inf")}]}, 40, 5, 6)
+@example({"a": "x" * 7}, 40, 5, 6)
+@example([[[[[[1]]]]]], 40, 5, 6)
+@example({1: 2}, 40, 5, 6)
+@example({"a": _Text("x")}, 40, 5, 6)
+@example([(), 1], 40, 5, 6)
+@example([1, [2, 3], {"a": 4}], 5, 5, 6)
+@example([1, [2, 3], {"a": 4}], 6, 5, 6)
+@example(float("nan"), 1, 1, 1)
+def test_check_bounds_agrees_with_the_full_walk(
+    data: Any, max_nodes: int, max_depth: int, max_len: int
+) -> None:
+    """The same problem (type and message) or none, whatever the data and the limits."""
+    limits = PlanLimits(max_nodes=max_nodes, max_depth=max_depth, max_string_length=max_len)
+    assert _bounded(check_bounds, data, limits) == _bounded(loader._check_bounds, data, limits)
