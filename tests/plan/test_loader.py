@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
-from planrail.plan.loader import PlanLimits, load_document, normalize
+from planrail.plan.loader import PlanLimits, _normalized_step, load_document, normalize
 from planrail.plan.validate import validate
 
 
@@ -89,6 +90,48 @@ def test_normalize_does_not_modify_its_input() -> None:
     original = {"steps": [{"step_id": "a", "type": "llm"}]}
     normalize(original)
     assert original == {"steps": [{"step_id": "a", "type": "llm"}]}
+
+
+_VARIANTS: list[dict[str, Any]] = [
+    {"id": "a", "tool": "t", "args": {}, "depends_on": ["b"]},
+    {"id": "a", "action": "llm_call", "prompt": "p"},
+    {"id": "a", "action": "call_tool", "tool": "t"},
+    {"id": "a", "action": "teleport"},
+    {"id": "a", "prompt": "p"},
+    {"id": "a", "condition": {}},
+    {"id": "a", "tool": "t", "prompt": "p"},
+    {"id": "a", "depends_on": "b"},
+    {"id": "a", "depends_on": None},
+    {"id": "a", "args": None},
+    {"step_id": "a"},
+    {"id": "a", "params": {"x": 1}},
+    {"id": "a", "args": {}, "params": {"x": 1}},
+    {"id": "a", "type": 3},
+]
+
+
+@pytest.mark.parametrize("raw", _VARIANTS, ids=str)
+def test_only_a_step_that_needs_a_change_is_copied(raw: dict[str, Any]) -> None:
+    """Every step comes out as a copy rewritten would (the same notes too), but only one that
+    needs a change is a copy (issue 21: no second copy of every step of a big plan while it
+    is validated); the input is never modified."""
+    before = copy.deepcopy(raw)
+    expected_notes: list[tuple[str | None, str, str]] = []
+    expected = _normalized_step(0, copy.deepcopy(raw), expected_notes)
+    data, notes = normalize({"steps": [raw]})
+    (out,) = data["steps"]
+    assert raw == before
+    assert out == expected
+    assert notes == expected_notes
+    if expected != raw:
+        assert out is not raw
+
+
+def test_canonical_steps_are_not_copied() -> None:
+    steps = [_VARIANTS[0], _VARIANTS[1], {"id": "c", "tool": "t", "prompt": "p"}]
+    data, notes = normalize({"goal": "g", "steps": steps})
+    assert notes == []
+    assert all(out is raw for out, raw in zip(data["steps"], steps, strict=True))
 
 
 def test_unknown_actions_are_left_for_the_validator() -> None:

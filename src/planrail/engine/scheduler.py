@@ -71,9 +71,14 @@ class Skip:
     reason: str
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
-    node: Node
+    """A step's scheduling state. It keeps what it needs of the :class:`Node` rather than the
+    node itself (one object per step, not two: a plan may have 100,000 steps)."""
+
+    depends_on: Sequence[str]
+    join: str
+    priority: float
     state: str = S.PENDING
     waiting: int = 0
     """Dependencies that have not finished yet."""
@@ -81,6 +86,10 @@ class _Entry:
     dependents: list[str] = field(default_factory=list)
     cause: str | None = None
     """The step whose failure led to this one being skipped (the root, through skipped steps)."""
+
+    @classmethod
+    def of(cls, node: Node) -> _Entry:
+        return cls(node.depends_on, node.join, node.priority)
 
 
 class Scheduler:
@@ -117,7 +126,7 @@ class Scheduler:
         for node in batch:
             if node.id in self._entries:
                 raise ValueError(f"step {node.id!r} is already scheduled")
-            self._entries[node.id] = _Entry(node)
+            self._entries[node.id] = _Entry.of(node)
         skips: list[Skip] = []
         for node in batch:
             entry = self._entries[node.id]
@@ -243,7 +252,7 @@ class Scheduler:
 
     def _push(self, step: str) -> None:
         self._seq += 1
-        heapq.heappush(self._ready, (-self._entries[step].node.priority, self._seq, step))
+        heapq.heappush(self._ready, (-self._entries[step].priority, self._seq, step))
 
     def _finish(self, step: str, status: str) -> list[Skip]:
         self._move(step, status)
@@ -267,7 +276,7 @@ class Scheduler:
                     if (
                         child.waiting == 0
                         and child.state == S.PENDING
-                        and child.node.join == "all_succeeded"
+                        and child.join == "all_succeeded"
                     ):
                         self._make_ready(dep_id)  # the usual case: decided at once
                         continue
@@ -280,11 +289,10 @@ class Scheduler:
         Returns True if the step was skipped (its dependents must then be settled too).
         """
         entry = self._entries[step]
-        node = entry.node
-        deps = node.depends_on
+        deps = entry.depends_on
         if entry.state != S.PENDING:
             return False
-        join = node.join
+        join = entry.join
         failed_dep = None
         if join == "all_succeeded":
             if trigger is not None and self._entries[trigger].state != S.SUCCEEDED:

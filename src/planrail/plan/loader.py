@@ -428,51 +428,77 @@ def normalize(data: Any) -> tuple[Any, list[tuple[str | None, str, str]]]:
 
     Returns the new document and ``(step_id, path, message)`` notes, one per change; nothing
     is changed silently. Data that is not plan-shaped is returned unchanged for the validator.
+    The input is never modified: a step that needs a change is copied first, and one that
+    needs none is the input's own dict (copying every step of a 100,000-step plan cost 17 MiB
+    while it was validated).
     """
     notes: list[tuple[str | None, str, str]] = []
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         return data, notes
-    steps = []
-    for i, raw in enumerate(data["steps"]):
-        if not isinstance(raw, dict):
-            steps.append(raw)
-            continue
-        step = dict(raw)
-        sid = step.get("id") if isinstance(step.get("id"), str) else None
-        for alias, canonical in _FIELD_ALIASES.items() if not _ALIASES.isdisjoint(step) else ():
-            if alias in step and canonical not in step:
-                value = step.pop(alias)
-                if canonical == "action" and not isinstance(value, str):
-                    step[alias] = value
-                    continue
-                step[canonical] = value
-                if canonical == "id" and isinstance(value, str):
-                    sid = value
-                notes.append((sid, f"$.steps[{i}].{alias}", f"'{alias}' read as '{canonical}'"))
-        action = step.get("action")
-        if isinstance(action, str) and action not in ("tool_call", "llm_call", "condition_check"):
-            key = action.strip().lower()
-            canonical_action = _ACTION_ALIASES.get(key) or _ACTION_ALIASES.get(
-                key.replace("-", "_").replace(" ", "_")
-            )
-            if canonical_action:
-                step["action"] = canonical_action
-                notes.append(
-                    (sid, f"$.steps[{i}].action", f"action '{action}' read as '{canonical_action}'")
-                )
-        if "action" not in step:
-            if "tool" not in step and "prompt" in step:
-                step["action"] = "llm_call"
-            elif "tool" not in step and "condition" in step:
-                step["action"] = "condition_check"
-        if isinstance(step.get("depends_on"), str):
-            step["depends_on"] = [step["depends_on"]]
-            notes.append((sid, f"$.steps[{i}].depends_on", "a single dependency read as a list"))
-        elif step.get("depends_on") is None and "depends_on" in step:
-            step["depends_on"] = []
-            notes.append((sid, f"$.steps[{i}].depends_on", "null depends_on read as []"))
-        if step.get("args") is None and "args" in step:
-            step["args"] = {}
-            notes.append((sid, f"$.steps[{i}].args", "null args read as {}"))
-        steps.append(step)
+    steps = [
+        _normalized_step(i, raw, notes) if _needs_normalizing(raw) else raw
+        for i, raw in enumerate(data["steps"])
+    ]
     return {**data, "steps": steps}, notes
+
+
+_CANONICAL_ACTIONS = frozenset(("tool_call", "llm_call", "condition_check"))
+
+
+def _needs_normalizing(raw: Any) -> bool:
+    """Whether :func:`_normalized_step` would change ``raw`` (a cheap look at a few keys)."""
+    if not isinstance(raw, dict):
+        return False
+    action = raw.get("action")
+    if isinstance(action, str) and action not in _CANONICAL_ACTIONS:
+        return True
+    if "action" not in raw and "tool" not in raw and ("prompt" in raw or "condition" in raw):
+        return True
+    if not _ALIASES.isdisjoint(raw):
+        return True
+    deps = raw.get("depends_on", ())
+    return isinstance(deps, str) or deps is None or ("args" in raw and raw["args"] is None)
+
+
+def _normalized_step(
+    i: int, raw: dict[str, Any], notes: list[tuple[str | None, str, str]]
+) -> dict[str, Any]:
+    """A copy of ``raw`` with the common LLM spellings rewritten, each with a note."""
+    step = dict(raw)
+    sid = step.get("id") if isinstance(step.get("id"), str) else None
+    for alias, canonical in _FIELD_ALIASES.items():
+        if alias in step and canonical not in step:
+            value = step.pop(alias)
+            if canonical == "action" and not isinstance(value, str):
+                step[alias] = value
+                continue
+            step[canonical] = value
+            if canonical == "id" and isinstance(value, str):
+                sid = value
+            notes.append((sid, f"$.steps[{i}].{alias}", f"'{alias}' read as '{canonical}'"))
+    action = step.get("action")
+    if isinstance(action, str) and action not in _CANONICAL_ACTIONS:
+        key = action.strip().lower()
+        canonical_action = _ACTION_ALIASES.get(key) or _ACTION_ALIASES.get(
+            key.replace("-", "_").replace(" ", "_")
+        )
+        if canonical_action:
+            step["action"] = canonical_action
+            notes.append(
+                (sid, f"$.steps[{i}].action", f"action '{action}' read as '{canonical_action}'")
+            )
+    if "action" not in step:
+        if "tool" not in step and "prompt" in step:
+            step["action"] = "llm_call"
+        elif "tool" not in step and "condition" in step:
+            step["action"] = "condition_check"
+    if isinstance(step.get("depends_on"), str):
+        step["depends_on"] = [step["depends_on"]]
+        notes.append((sid, f"$.steps[{i}].depends_on", "a single dependency read as a list"))
+    elif step.get("depends_on") is None and "depends_on" in step:
+        step["depends_on"] = []
+        notes.append((sid, f"$.steps[{i}].depends_on", "null depends_on read as []"))
+    if step.get("args") is None and "args" in step:
+        step["args"] = {}
+        notes.append((sid, f"$.steps[{i}].args", "null args read as {}"))
+    return step

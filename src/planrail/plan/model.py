@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -139,6 +140,58 @@ class Step(BaseModel):
     remote_output: bool = False
     """Leave the output where it was produced (Ray's object store): the run records a handle
     (digest, size, preview) instead of the data. Ignored by runners that cannot (local)."""
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Keep the step compactly: a plan may hold 100,000 of them (:func:`_compact`)."""
+        _compact(self)
+
+    @property
+    def model_fields_set(self) -> set[str]:
+        """The fields set explicitly when the step was built (a new set each time: steps with
+        the same fields share one, which no caller can change)."""
+        return set(self.__pydantic_fields_set__)
+
+
+def _shared_keys_dict(names: Iterable[str]) -> dict[str, Any]:
+    """A dict of ``names`` (all ``None``) whose copies share one table of keys.
+
+    CPython keeps the attributes of a plain object in a "split" dict: the keys live once per
+    class, each object holds only its values. ``dict.copy()`` of such a dict is split as well,
+    so a step's fields cost 8 bytes each instead of a whole hash table per step (296 bytes
+    against 832 for a step's 24 fields on CPython 3.11). Elsewhere it is an ordinary dict.
+    """
+    holder = type("_Fields", (), {})()
+    for name in names:
+        setattr(holder, name, None)
+    values: dict[str, Any] = holder.__dict__
+    return values
+
+
+_STEP_FIELDS = _shared_keys_dict(Step.model_fields)
+"""The template of every step's ``__dict__``."""
+
+_FIELDS_SETS: dict[frozenset[str], set[str]] = {}
+"""One ``__pydantic_fields_set__`` per distinct set of fields given (a plan's steps mostly
+give the same few); bounded, so hostile plans cannot grow it without end."""
+_MAX_FIELDS_SETS = 4096
+
+
+def _compact(step: Step) -> None:
+    """Give ``step`` the same fields in less memory: its ``__dict__`` a copy of the shared-keys
+    template (same keys, same order, same values) and its fields set the one shared by every
+    step that gave the same fields. Validation, ``model_dump``, equality and the hash read the
+    same values as before."""
+    values = _STEP_FIELDS.copy()
+    values.update(step.__dict__)
+    object.__setattr__(step, "__dict__", values)
+    given = step.__pydantic_fields_set__
+    key = frozenset(given)
+    shared = _FIELDS_SETS.get(key)
+    if shared is None:
+        if len(_FIELDS_SETS) >= _MAX_FIELDS_SETS:
+            return
+        shared = _FIELDS_SETS[key] = set(given)
+    object.__setattr__(step, "__pydantic_fields_set__", shared)
 
 
 class Stage(BaseModel):
