@@ -4,9 +4,10 @@ The DAG is the overhead benchmark's 10,000-step layered graph (width 100, 1-3 de
 step, all durations 0), so all the time measured is planrail's own. "Enabled" is a production
 set-up: an SDK ``TracerProvider`` with a ``BatchSpanProcessor`` (queue large enough that no span
 is dropped; the exporter discards them, so no network is measured) and an SDK ``MeterProvider``,
-both observed through :class:`planrail.observe.OtelObserver` — 2 spans per step (step and
-attempt) plus the run's, and the step/duration metrics. The plan is validated once, outside the
-timing; each timed run is ``Execution.run()`` alone, alternating off/on, median of the repeats.
+both observed through :class:`planrail.observe.OtelObserver` — a span per step (a tool step
+that ran once is its own attempt) plus the run's, and the step/duration metrics. The plan is
+validated once, outside the timing; each timed run is ``Execution.run()`` alone, alternating
+off/on, median of the repeats.
 
     python -m bench.otel_overhead [--quick]      # --quick: 2,000 steps, 1 repeat
     python -m bench.otel_overhead --instructions [--steps 2000] [--against DIR ...] [--jobs N]
