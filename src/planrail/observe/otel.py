@@ -20,7 +20,11 @@ restored from a checkpoint, in doubt) gets a zero-length step span saying why. S
 spans are made when the step ends, with their real (recorded) start and end times and all their
 attributes at once — one SDK call per span instead of one per attribute — so a retry's backoff
 shows as the gap between two attempts. When the run span is not sampled and the sampler follows
-the parent (the SDK's default ``ParentBased``, or no SDK at all), no step span is built.
+the parent (the SDK's default ``ParentBased``), drops everything (``ALWAYS_OFF``), or there is no
+SDK at all, no step span is built: no per-step tracer call. When it is sampled, a plain step span
+(one attempt, no error, no LLM call: no events, no children) is handed to the SDK's span
+processors already finished, where that is exactly what ``start_span`` + ``end`` would export
+(:mod:`planrail.observe.otel_spans` says when); the others go through ``start_span``.
 
 Ids, for the dashboard and ``planrail show``: the observer adds ``data["otel"] =
 {"trace_id", "span_id"}`` (lowercase hex, as OTLP backends show them) to the ``run_started``
@@ -44,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from planrail.engine.events import Event, EventType
 from planrail.errors import MissingExtraError
+from planrail.observe.otel_spans import DirectSpans, children_sampled
 
 if TYPE_CHECKING:
     from planrail.plan.model import Plan
@@ -66,6 +71,8 @@ _END_STATUS = {
     E.STEP_IN_DOUBT: "in_doubt",
     E.STEP_RESTORED: "restored",
 }
+_STATUS_TAGS = {s: {"planrail.step.status": s} for s in _END_STATUS.values()}
+"""One attribute set per step status, made once (the metric calls only read them)."""
 
 
 def require_otel() -> Any:
@@ -85,7 +92,7 @@ STEP_COUNT_BATCH = 256
 """Step counts are added to ``planrail.steps`` in batches of this many (and when the run ends)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Step:
     started: float | None
     """When it started here (None: it never ran — skipped, restored, in doubt)."""
@@ -98,7 +105,7 @@ class _Step:
     """Retries scheduled: (next attempt, delay, when), events of the step span."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     span: Any
     ctx: Any
@@ -107,6 +114,10 @@ class _Run:
     """Whether step spans are built (see the module docstring)."""
     trace_id: str
     """The run's trace id in hex (recorded with each sampled step span's ids)."""
+    direct: DirectSpans | None
+    """The cheap way to emit a plain step span, where it is the SDK's own result."""
+    parent: Any
+    """The run span's span context (the parent of every step span)."""
     steps: dict[str, _Step] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     """Step counts by status not yet added to the ``planrail.steps`` counter."""
@@ -254,19 +265,9 @@ class OtelObserver:
                 "trace_id": trace_id,
                 "span_id": format(ids.span_id, "016x"),
             }
-        self._runs[event.run_id] = _Run(span, ctx, event.at, self._steps_sampled(span), trace_id)
-
-    def _steps_sampled(self, run_span: Any) -> bool:
-        """Whether step spans under ``run_span`` may be recorded: not when it is not and the
-        sampler decides by the parent (``ParentBased``, the SDK's default), or with no SDK."""
-        if run_span.is_recording():
-            return True
-        sampler = getattr(self.tracer, "sampler", None)
-        if sampler is None:  # the API's no-op (or proxy) tracer: nothing is recorded
-            return False
-        from opentelemetry.sdk.trace.sampling import ParentBased
-
-        return not isinstance(sampler, ParentBased)
+        sampled = children_sampled(self.tracer, span)
+        direct = DirectSpans.under(self.tracer, span) if sampled else None
+        self._runs[event.run_id] = _Run(span, ctx, event.at, sampled, trace_id, direct, ids)
 
     def _count(self, run: _Run, status: str) -> None:
         run.counts[status] = run.counts.get(status, 0) + 1
@@ -276,7 +277,7 @@ class OtelObserver:
 
     def _add_counts(self, run: _Run) -> None:
         for status, n in run.counts.items():
-            self._m_steps.add(n, {"planrail.step.status": status})
+            self._m_steps.add(n, _tags(status))
         run.counts.clear()
         run.counted = 0
 
@@ -397,9 +398,7 @@ class OtelObserver:
             self._step_span(run, sid, step, event, status, data, error, usage)
         self._count(run, status)
         if step.started is not None:
-            self._m_step_s.record(
-                max(event.at - step.started, 0.0), {"planrail.step.status": status}
-            )
+            self._m_step_s.record(max(event.at - step.started, 0.0), _tags(status))
         if usage:
             model = self._model(sid, event)
             for key, kind in (("input_tokens", "input"), ("output_tokens", "output")):
@@ -422,34 +421,67 @@ class OtelObserver:
     ) -> None:
         """The step's span, made at its end with its recorded start and every attribute."""
         attempts = event.attempt or step.attempt
-        started = event.at if step.started is None else step.started
+        started = _ns(event.at if step.started is None else step.started)
         attrs = self._attrs(event, sid, attempts if attempts else None)
         attrs["planrail.step.status"] = status
         if data.get("reason"):
             attrs["planrail.reason"] = str(data["reason"])
         if isinstance(error, dict):
             attrs["error.type"] = str(error.get("type", "Error"))
-        span = self.tracer.start_span(
-            f"planrail.step {sid}", context=run.ctx, attributes=attrs, start_time=_ns(started)
-        )
+        failed = None
+        if status in ("failed", "in_doubt"):
+            message = error.get("message") if isinstance(error, dict) else data.get("reason")
+            failed = self._err(str(message or status))
+        name = f"planrail.step {sid}"
+        if run.direct is not None and self._plain(sid, step, event, usage):
+            ids = run.direct.span(name, run.parent, attrs, started, _ns(event.at), failed)
+        else:
+            span = self.tracer.start_span(
+                name, context=run.ctx, attributes=attrs, start_time=started
+            )
+            self._fill(span, sid, step, event, usage, status, failed)
+            ids = span.get_span_context()
+        if event.step_id == sid and ids.trace_flags.sampled:  # the step's own final event
+            event.data[OTEL_DATA_KEY] = {
+                "trace_id": run.trace_id,
+                "span_id": format(ids.span_id, "016x"),
+            }
+
+    def _plain(self, sid: str, step: _Step, event: Event, usage: dict[str, Any]) -> bool:
+        """Whether the step span has no events and no children: one attempt, no error, no LLM."""
+        if step.retries or len(step.done) > 1 or usage:
+            return False
+        if step.done and isinstance(step.done[0][3], dict):
+            return False
+        return self._model(sid, event) is None
+
+    def _fill(
+        self,
+        span: Any,
+        sid: str,
+        step: _Step,
+        event: Event,
+        usage: dict[str, Any],
+        status: str,
+        failed: Any,
+    ) -> None:
+        """A step span made by the SDK: its retry events, attempts and status, then its end."""
         for attempt, delay, at in step.retries:
             span.add_event(
                 "planrail.retry_scheduled",
                 {"planrail.attempt": attempt, "planrail.retry.delay": delay},
                 timestamp=_ns(at),
             )
-        if event.step_id == sid:  # the step's own final event (not the run's end closing it)
-            ids = span.get_span_context()
-            if ids.trace_flags.sampled:
-                event.data[OTEL_DATA_KEY] = {
-                    "trace_id": run.trace_id,
-                    "span_id": format(ids.span_id, "016x"),
-                }
         self._attempt_spans(event, sid, step, span, usage, status)
-        if status in ("failed", "in_doubt"):
-            message = error.get("message") if isinstance(error, dict) else data.get("reason")
-            span.set_status(self._err(str(message or status)))
+        if failed is not None:
+            span.set_status(failed)
         span.end(end_time=_ns(event.at))
+
+
+def _tags(status: str) -> dict[str, str]:
+    """The metric attributes of a step status (made once per status)."""
+    tags = _STATUS_TAGS.get(status)
+    return tags if tags is not None else {"planrail.step.status": status}
 
 
 def _exception(error: dict[str, Any]) -> dict[str, Any]:
