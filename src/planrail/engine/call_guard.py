@@ -20,7 +20,6 @@ at once.
 from __future__ import annotations
 
 import json
-import marshal
 from collections.abc import Iterable, Mapping
 from json.encoder import c_encode_basestring as _c_encode_text  # type: ignore[attr-defined]
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
@@ -96,7 +95,7 @@ class CallGuard:
         tool = step.tool
         if step.action != "tool_call" or not tool or tool in self.exempt:
             return None
-        key = _key(tool, args)
+        key = hash((tool, _canonical(args)))  # _key, inline: the guard runs once per call
         kept = self._kept.get(key) if self._kept else None
         if kept is not None:
             return RepeatedCallError(
@@ -169,45 +168,14 @@ call: most of the guard's cost)."""
 
 
 def _key(tool: str, args: Any) -> int:
-    """A hash of the tool and the arguments' content as JSON: equal for arguments whose JSON
-    with sorted keys is equal (key order does not matter; ``1``, ``1.0`` and ``true`` differ).
-
-    Flat arguments (names to JSON scalars or lists of them: nearly every call) are hashed as
-    their sorted names and the ``marshal`` bytes of their values, several times cheaper than
-    JSON text. Anything else is written as canonical JSON text and read back, so that a tuple,
-    a ``str`` subclass or a value written with ``str()`` becomes the JSON it stands for; if that
-    is flat it takes the flat form, otherwise the text is hashed. Equal JSON, equal key. A
-    64-bit hash, not a digest: the keys live in this process only, and a collision would merely
-    count one call too many toward ``max_identical_calls``.
+    """A hash of the tool and the arguments' canonical JSON (sorted keys, no spaces): equal for
+    arguments whose JSON is equal (key order does not matter; ``1``, ``1.0`` and ``true``
+    differ; a tuple is the list it holds). A 64-bit hash, not a digest: the keys live in this
+    process only, and a collision would merely count one call too many toward
+    ``max_identical_calls``. (A ``marshal`` form for flat arguments was tried: checking that
+    they are flat cost more than the JSON text it saves.)
     """
-    key = _flat_key(tool, args)
-    if key is not None:
-        return key
-    text = _canonical(args)
-    plain = json.loads(text)
-    key = _flat_key(tool, plain)
-    return key if key is not None else hash((tool, text))
-
-
-_SCALARS = frozenset((str, int, float, bool, type(None)))
-_SCALARS_OR_LIST = _SCALARS | {list}
-_NAMES = frozenset((str,))
-
-
-def _flat_key(tool: str, args: Any) -> int | None:
-    """The flat form's hash, or None when ``args`` is not flat plain JSON data."""
-    if type(args) is not dict or not _NAMES.issuperset(map(type, args)):
-        return None
-    values = args.values()
-    kinds = set(map(type, values))
-    if not _SCALARS.issuperset(kinds):
-        if not _SCALARS_OR_LIST.issuperset(kinds):
-            return None
-        for v in values:
-            if type(v) is list and not _SCALARS.issuperset(map(type, v)):
-                return None
-    names = sorted(args)
-    return hash((tool, tuple(names), marshal.dumps([args[k] for k in names], 2)))
+    return hash((tool, _canonical(args)))
 
 
 def _canonical(args: Any) -> str:

@@ -290,7 +290,7 @@ class StepRunner:
         # Any ToolAction (a subclass too) keeps the short path; only Python tools take it.
         if not isinstance(handler, ToolAction) or self.loop.deadline is not None:
             return None
-        if not _POLICY_FIELDS.isdisjoint(step.model_fields_set) and any(
+        if not _POLICY_FIELDS.isdisjoint(step.__pydantic_fields_set__) and any(
             getattr(step, f) not in (None, False) for f in _POLICY_FIELDS
         ):
             return None
