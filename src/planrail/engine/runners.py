@@ -26,7 +26,7 @@ import queue
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from planrail.plan.tools import Tool
 
@@ -155,7 +155,8 @@ class LocalRunner:
 
     def call(self, tool: Tool, kwargs: dict[str, Any]) -> Awaitable[Any]:
         if tool.is_async:
-            return cast(Awaitable[Any], tool.fn(**kwargs))
+            started: Awaitable[Any] = tool.fn(**kwargs)  # not cast(): a call per step
+            return started
         if tool.isolation == "process":
             return self._workers().call(tool, kwargs)
         if self._pool is None:

@@ -22,7 +22,7 @@ import inspect
 import random
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.actions import (
@@ -295,7 +295,7 @@ class StepRunner:
         ):
             return None
         name = step.tool or ""
-        tool = self._plain_tools.get(name, _UNSET)
+        tool: Tool | None = self._plain_tools.get(name, _UNSET)
         if tool is _UNSET:
             found = handler.registry.find(name)
             plain = (
@@ -305,7 +305,7 @@ class StepRunner:
                 and self._retry(step, found.spec).max_attempts == 1
             )
             tool = self._plain_tools[name] = found if plain and isinstance(found, Tool) else None
-        return cast(Tool | None, tool)
+        return tool
 
     # ------------------------------------------------------------------ one unit of work
 
