@@ -298,20 +298,10 @@ class AttemptLoop:
             return Result(False, exc=exc)
         return Result(False, exc=self.deadline_error(sid), fatal=True)
 
-    def enter(self, step: Any, args: Any, tally: Tally) -> Any:
-        """Count the one attempt of a plain step (no retry, timeout, resource or deadline) and
-        call ``before_attempt``; returns what the hook returned (await it if awaitable).
-
-        The caller performs the action, then calls :meth:`settle` (or :meth:`settle_failed`)
-        with the time it began.
-        """
-        tally.attempts += 1
-        if self.before_attempt is not None:
-            return self.before_attempt(step, None, tally.attempts, args)
-        return None
-
     def settle(self, step: Any, tally: Tally, began: float) -> None:
-        """A plain step's attempt succeeded: the same record and hook as :meth:`run`."""
+        """A plain step's one attempt (no retry, timeout, resource or deadline; the step runner
+        counts it and calls ``before_attempt``) succeeded: the same record and hook as
+        :meth:`run`."""
         self._notify(step, self._record(tally, tally.attempts, began, None))
 
     def settle_failed(

@@ -267,9 +267,12 @@ class StepRunner:
             refusal = guard(step, None, _NO_EXTRA, args)
             if refusal is not None:
                 return outcome_of(Result(False, exc=refusal, args=args), tally)
-        hooked = loop.enter(step, args, tally)
-        if hooked is not None and inspect.isawaitable(hooked):
-            await hooked
+        tally.attempts = 1  # its one attempt, announced as AttemptLoop.run announces each
+        before = loop.before_attempt
+        if before is not None:
+            hooked = before(step, None, 1, args)
+            if hooked is not None and inspect.isawaitable(hooked):
+                await hooked
         began = self.clock.monotonic()
         ctx = context(1) if tool.context_param is not None else None
         try:
