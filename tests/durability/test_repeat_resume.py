@@ -147,3 +147,34 @@ async def test_a_loop_that_ran_out_of_iterations_starts_over_on_resume() -> None
     again = await Execution(plan, [poll], store=store, run_id="x", approve=True).run()
     assert again.steps["loop"].status == "failed"
     assert calls == [1, 2, 1, 2]
+
+
+def test_a_loop_that_starts_over_on_resume_keeps_only_its_new_iterations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A resumed loop whose arguments changed starts over at iteration 1: the iterations kept
+    from before are dropped then, not kept in front of the new ones (a later resume would find
+    two arguments' hashes mixed, start over again and call finished iterations again)."""
+    from planrail.clock import SYSTEM_CLOCK
+    from planrail.engine.checkpoint import Checkpointer
+    from planrail.engine.result import StepResult
+
+    plan = planrail.Plan.model_validate(
+        {
+            "goal": "g",
+            "steps": [{"id": "loop", "tool": "t", "repeat": {"until": True, "max_iterations": 3}}],
+        }
+    )
+    cp = Checkpointer(MemoryStore(), plan, planrail.ToolRegistry(), "r", SYSTEM_CLOCK)
+    monkeypatch.setattr(cp, "_check_lease", lambda: None)
+    monkeypatch.setattr(cp, "_commit_progress", lambda result: None)
+    old = [{"iteration": n, "args_hash": "old", "output": n, "error": None} for n in (1, 2)]
+    cp._iterations = {"loop": {"": list(old)}}
+    result = StepResult("loop")
+    cp.iteration_done(result, None, {"q": "new"}, {"iteration": 1, "output": {"n": 1}})
+    cp.iteration_done(result, None, {"q": "new"}, {"iteration": 2, "output": {"n": 2}})
+    kept = cp._kept("loop")
+    assert kept is not None
+    assert [e["iteration"] for e in kept["iterations"][""]] == [1, 2]
+    assert {e["args_hash"] for e in kept["iterations"][""]} != {"old"}
+    assert [e["output"] for e in kept["iterations"][""]] == [{"n": 1}, {"n": 2}]

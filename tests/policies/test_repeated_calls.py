@@ -159,9 +159,9 @@ def test_the_guard_ignores_other_actions_and_policy_values_are_checked() -> None
 
 def test_identical_means_the_same_canonical_json() -> None:
     """Arguments are the same call when their canonical JSON is: key order does not matter
-    (nested objects too), but 1, 1.0 and true are different values, as are "1" and 1. Flat
-    arguments and nested ones are keyed in two forms; equal arguments always meet in one (a
-    tuple is the list it holds, as in JSON). A cycle is an error, not a hang."""
+    (nested objects too), but 1, 1.0 and true are different values, as are "1" and 1, and
+    -0.0 and 0.0; a tuple is the list it holds and a str subclass the text it holds, as in
+    JSON. A cycle is an error, not a hang."""
 
     class Text(str):
         pass
@@ -179,11 +179,11 @@ def test_identical_means_the_same_canonical_json() -> None:
     assert not refused({"a": "1", "b": {"x": [1, {"p": 1, "q": 2}], "y": None}})
     assert not refused({"when": Text("noon")})  # a str subclass: compared as JSON text
     assert refused({"when": "noon"})
-    assert not refused({"at": [0.5, -0.0, 10**30, "x"]})  # flat: the marshal form
+    assert not refused({"at": [0.5, -0.0, 10**30, "x"]})
     assert refused({"at": [0.5, -0.0, 10**30, "x"]})
     assert not refused({"at": [0.5, 0.0, 10**30, "x"]})
     assert refused({"at": (0.5, 0.0, 10**30, "x")})  # a tuple is the list it holds
-    assert not refused({"at": [[0.5]], "n": 1})  # nested: the JSON form
+    assert not refused({"at": [[0.5]], "n": 1})
     assert refused({"n": 1, "at": ([0.5],)})
     assert not refused({"n": {"at": "noon"}})
     assert refused({"n": {"at": Text("noon")}})

@@ -201,10 +201,10 @@ def value_sources(
 
     ``["user"]`` for a literal written in the plan, else one entry per referenced step, e.g.
     ``"tool output of fetch"`` or ``"LLM output of summarize"``. The references are read off
-    ``compiled`` (the plan's compiled form; compiled here when not given).
+    ``compiled`` (the plan's compiled form; without it, the step alone is compiled).
     """
     done = frozenset(reused)
-    known = (compiled or CompiledPlan.of(plan)).steps.get(step.id)
+    known = compiled.steps.get(step.id) if compiled is not None else None
     if known is None or known.step is not step:
         known = CompiledPlan.of(Plan(goal=plan.goal, steps=[step])).steps[step.id]
     fields: dict[str, tuple[str, ...]] = {name: ("args", name) for name in step.args}

@@ -95,7 +95,7 @@ class CallGuard:
         tool = step.tool
         if step.action != "tool_call" or not tool or tool in self.exempt:
             return None
-        key = hash((tool, _canonical(args)))  # _key, inline: the guard runs once per call
+        key = _key(tool, args)
         kept = self._kept.get(key) if self._kept else None
         if kept is not None:
             return RepeatedCallError(
@@ -172,8 +172,7 @@ def _key(tool: str, args: Any) -> int:
     arguments whose JSON is equal (key order does not matter; ``1``, ``1.0`` and ``true``
     differ; a tuple is the list it holds). A 64-bit hash, not a digest: the keys live in this
     process only, and a collision would merely count one call too many toward
-    ``max_identical_calls``. (A ``marshal`` form for flat arguments was tried: checking that
-    they are flat cost more than the JSON text it saves.)
+    ``max_identical_calls``.
     """
     return hash((tool, _canonical(args)))
 

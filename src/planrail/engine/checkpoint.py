@@ -444,7 +444,10 @@ class Checkpointer:
             "error": error,
         }
         unit = "" if index is None else str(index)
-        self._iterations.setdefault(result.id, {}).setdefault(unit, []).append(kept)
+        done = self._iterations.setdefault(result.id, {}).setdefault(unit, [])
+        if kept["iteration"] == 1:  # the loop (re)started: what a resume kept is void
+            done.clear()
+        done.append(kept)
         self._commit_progress(result)
 
     def _commit_progress(self, result: StepResult) -> None:

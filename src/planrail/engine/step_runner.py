@@ -262,11 +262,10 @@ class StepRunner:
         except (ReferenceResolutionError, ValueError) as exc:
             return outcome_of(Result(False, exc=exc), tally)
         loop = self.loop
-        guard = loop.guard
-        if guard is not None:
-            refusal = guard(step, None, _NO_EXTRA, args)
-            if refusal is not None:
-                return outcome_of(Result(False, exc=refusal, args=args), tally)
+        if loop.guard is not None:
+            refused = loop.refused(step, None, _NO_EXTRA, args)
+            if refused is not None:
+                return outcome_of(refused, tally)
         tally.attempts = 1  # its one attempt, announced as AttemptLoop.run announces each
         before = loop.before_attempt
         if before is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from planrail.llm.errors import LLMAnswerError
@@ -64,13 +65,15 @@ def extract_json(text: str) -> Any:
     raise LLMAnswerError(f"the answer is not valid JSON{where}", text=text) from None
 
 
-def _variants(candidate: str) -> list[str]:
-    """``candidate`` as written, then with each mechanical fix (tried in this order)."""
+def _variants(candidate: str) -> Iterator[str]:
+    """``candidate`` as written, then with each mechanical fix (tried in this order; a fix is
+    made only when the ones before did not parse)."""
+    yield candidate
     no_commas = strip_trailing_commas(candidate)
-    out = [candidate, no_commas]
+    if no_commas != candidate:
+        yield no_commas
     if "\\" in candidate:
-        out.append(plain_escapes(no_commas))
-    return out
+        yield plain_escapes(no_commas)
 
 
 _KEPT_ESCAPES = frozenset('"\\/bfnrtu$')

@@ -148,12 +148,9 @@ class TraceWriter:
         ex = self.execution
         if ex is None:
             return None
-        own = getattr(ex, "redactor", None)
-        if isinstance(own, Redactor):
-            return own
-        compiled = getattr(ex, "compiled", None)
-        if compiled is not None:
-            return Redactor.for_compiled(compiled)
+        if hasattr(ex, "redactor"):  # an Execution: it decided (None: no secrets to hide)
+            own = ex.redactor
+            return own if isinstance(own, Redactor) else None
         return Redactor.for_plan(ex.plan, ex.registry)
 
     def _header(self, event: Event) -> dict[str, Any]:

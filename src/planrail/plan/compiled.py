@@ -11,8 +11,9 @@ A :class:`CompiledPlan` keeps all of it beside the :class:`~planrail.plan.model.
 - ``steps[id].effect``: the answer of :mod:`planrail.plan.effects`;
 - ``hash`` and ``priority()`` (each step's remaining critical path).
 
-Nothing parses or walks a plan's references again after validation, and nothing depends on a
-process-wide cache. A plan built in Python without validation is compiled by
+Nothing parses a plan's strings again after validation (provenance and the redactor still walk
+values for their literals, with these parsed strings), and nothing depends on a process-wide
+cache. A plan built in Python without validation is compiled by
 :meth:`CompiledPlan.of` (one walk, no checks); an open plan (streamed, replanned) grows with
 :meth:`CompiledPlan.extend`.
 """

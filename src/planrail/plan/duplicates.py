@@ -21,7 +21,7 @@ __all__ = ["duplicate_calls_pass"]
 
 def duplicate_calls_pass(ctx: Context) -> None:
     """Warning ``duplicate_call``: a step repeats an earlier step's tool and arguments."""
-    first: dict[tuple[str, str], str] = {}
+    first: dict[tuple[str, Any], str] = {}
     for step in ctx.steps:
         if step.action != "tool_call" or not step.tool or step.for_each is not None:
             continue
@@ -43,8 +43,8 @@ def duplicate_calls_pass(ctx: Context) -> None:
 
 def _call_key(tool: str, args: dict[str, Any]) -> tuple[str, Any] | None:
     """What two calls share exactly when they are the same call: flat arguments of strings,
-    integers, booleans and nulls as a sorted tuple (their types kept: ``1`` is not ``true``),
-    anything else as canonical JSON."""
+    integers, booleans and nulls as a frozenset of (item, type) pairs (their types kept: ``1``
+    is not ``true``), anything else as canonical JSON."""
     if _FLAT.issuperset(map(type, args.values())):
         # the same items with the same types, in any order (keys are unique: a set will do)
         return tool, frozenset(zip(args.items(), map(type, args.values()), strict=True))

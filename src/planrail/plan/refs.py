@@ -142,12 +142,13 @@ def _not_json(value: Any) -> Any:
 
 
 def parse_template(text: str) -> Template:
-    """Split ``text`` into literal pieces and references, in one left-to-right pass.
+    """Split ``text`` into literal pieces and references (a one-scan regex for text whose
+    references are all dotted, the full left-to-right parser for the rest).
 
     Raises :class:`ReferenceSyntaxError` (with the offset) for a malformed ``${...}``. Every
-    call parses afresh: a plan's strings are parsed once, by its validation, into its
-    :class:`~planrail.plan.compiled.CompiledPlan`, whose ``template`` is what the run and every
-    other reader use (a :data:`Parse`).
+    call parses afresh: a plan's strings are parsed once, by its validation (with a
+    :class:`Parser`), into its :class:`~planrail.plan.compiled.CompiledPlan`, whose ``template``
+    the run reads (a :data:`Parse`).
     """
     return _parse_template(text)
 
@@ -593,8 +594,8 @@ def resolve_value(
                 out[k] = resolve_value(v, outputs, on_first, parse)
         return out
     if kind is list or isinstance(value, list):
-        items = []
-        for v in value:
+        items = []  # the dict's leaves again: one loop over (key, value) pairs serving both
+        for v in value:  # measured 1% more of a run's instructions (an index list, enumerate)
             leaf = type(v)
             if leaf is str:
                 items.append(_fill_text(parse(v), outputs) if "$" in v else v)

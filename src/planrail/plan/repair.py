@@ -39,8 +39,6 @@ from planrail.plan.validate import ValidationReport, validate
 
 __all__ = ["RepairResult", "repair"]
 
-_LOCAL_NAMES = frozenset(LOCAL_NAMES)
-
 
 @dataclass
 class RepairResult:
@@ -121,7 +119,7 @@ def _add_missing_edges(steps: list[Any], changes: list[str], skipped: list[str])
         have = set(deps)
         for path, ref in _references(raw, f"$.steps[{i}]"):
             target = ref.step
-            if target in _LOCAL_NAMES and target not in index:
+            if target in LOCAL_NAMES and target not in index:
                 continue
             if target == sid:
                 skipped.append(

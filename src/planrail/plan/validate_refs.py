@@ -85,13 +85,12 @@ def references_pass(ctx: Context) -> None:
                     used.add(target)
                     continue
                 local = LOCAL_NAMES.get(target)
-                path = json_path(ctx.at(step), segments)
                 if local is not None and target not in known:
                     if not _local_allowed(ctx, step, local, segments[0]):
                         ctx.error(
                             "invalid_reference",
                             sid,
-                            path,
+                            json_path(ctx.at(step), segments),
                             f"{ref} is only defined inside a step with '{local}'",
                         )
                     elif every is None:
@@ -102,7 +101,7 @@ def references_pass(ctx: Context) -> None:
                     ctx.error(
                         "self_dependency",
                         sid,
-                        path,
+                        json_path(ctx.at(step), segments),
                         f"{ref} references this step's own output, which does not"
                         " exist yet; reference an earlier step",
                     )
@@ -110,7 +109,7 @@ def references_pass(ctx: Context) -> None:
                     ctx.error(
                         "unknown_step_reference",
                         sid,
-                        path,
+                        json_path(ctx.at(step), segments),
                         f"{ref} references '{target}', which is not a step of this"
                         f" plan{ctx.did_you_mean(target, known)}",
                     )
