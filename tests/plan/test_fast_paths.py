@@ -2,9 +2,9 @@
 
 Each fast path (the per-validation :class:`~planrail.plan.refs.Parser`, plain parameter schemas,
 reference types checked by what they produce, the per-step-kind effects, the flat duplicate
-key, the flat ``$first`` test) is compared with the code it skips: directly on generated
-input, and through whole validations run once as they are and once with every fast path
-replaced by the full one.
+key, the flat ``$first`` test, steps built without pydantic) is compared with the code it
+skips: directly on generated input, and through whole validations run once as they are and
+once with every fast path replaced by the full one.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import pydantic
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -26,13 +27,14 @@ from planrail.plan import (
     validate_args,
     validate_policies,
     validate_refs,
+    validate_shape,
 )
 from planrail.plan import schema as js
 from planrail.plan.catalog import load_catalog
 from planrail.plan.compiled import step_fields
 from planrail.plan.effects import StepEffects, step_effect
 from planrail.plan.loader import PlanLimits, check_bounds
-from planrail.plan.model import Fallback, Step
+from planrail.plan.model import Fallback, Step, plain_step
 from planrail.plan.refs import Parser, Template, iter_strings_with_dollar, parse_template
 from planrail.plan.tools import ToolRegistry, ToolSpec
 from planrail.plan.validate import ValidationReport, validate
@@ -333,6 +335,7 @@ def _full_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(duplicates, "_call_key", _old_call_key)
     monkeypatch.setattr(validate_policies, "has_first", _walked_has_first)
     monkeypatch.setattr(validate_refs, "_dollar_strings", _walked_strings)
+    monkeypatch.setattr(validate_shape, "plain_step", lambda raw: None)
 
 
 def _old_call_key(tool: str, args: dict[str, Any]) -> tuple[str, Any] | None:
@@ -394,6 +397,101 @@ def test_the_nasty_plan_reports_what_the_fast_paths_skip() -> None:
     assert "d2" in dup
     assert "d3" not in dup
     assert "d4" not in dup
+
+
+# ------------------------------------------------------------------ steps built directly
+
+
+class _Id(str):
+    pass
+
+
+_TEXT = st.sampled_from(["a", "${a.b}", "", "tool_call"])
+_OBJECT = st.dictionaries(
+    st.sampled_from(["k", "type", "${x}"]),
+    st.one_of(st.none(), st.text(max_size=3), st.lists(st.integers(), max_size=2)),
+    max_size=3,
+)
+_PLAIN_FIELDS = {
+    "action": st.sampled_from(["tool_call", "llm_call", "condition_check"]),
+    "tool": st.one_of(_TEXT, st.none()),
+    "args": _OBJECT,
+    "depends_on": st.one_of(
+        st.lists(st.sampled_from(["a", "b"]), max_size=3),
+        st.lists(st.sampled_from(["a", "b"]), max_size=3).map(tuple),
+    ),
+    "description": st.one_of(_TEXT, st.none()),
+    "prompt": st.one_of(_TEXT, st.none()),
+    "output_schema": st.one_of(_OBJECT, st.none()),
+    "model": st.one_of(_TEXT, st.none()),
+}
+_WRONG = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(0, 2),
+    st.floats(allow_nan=False, width=16),
+    st.builds(_Id, st.sampled_from(["a", "tool_call"])),
+    st.sampled_from(["call_tool", "{}", "3"]),
+    st.lists(st.sampled_from(["a", _Id("c"), 1, None]), min_size=1, max_size=2),
+    st.frozensets(st.sampled_from(["a", "b"]), max_size=2),
+    st.dictionaries(st.one_of(st.just(_Id("j")), st.integers(0, 1)), st.integers(), max_size=2),
+    _OBJECT,
+)
+_RAW_STEPS = st.tuples(
+    st.fixed_dictionaries({"id": st.just("s")}, optional=_PLAIN_FIELDS),
+    st.lists(
+        st.tuples(st.sampled_from([*_PLAIN_FIELDS, "id", "when", "timeout", "join", "x"]), _WRONG),
+        max_size=1,
+    ),
+).map(lambda pair: {**pair[0], **dict(pair[1])})
+
+
+def _built(build: Any, raw: dict[str, Any]) -> Any:
+    try:
+        step = build(raw)
+    except pydantic.ValidationError as exc:
+        return "error", str(exc)
+    if step is None:
+        return None
+    values = {k: (type(v), v) for k, v in step.__dict__.items()}
+    return values, step.model_fields_set, step.__pydantic_extra__, step.__pydantic_private__
+
+
+@settings(max_examples=600, deadline=None)
+@given(_RAW_STEPS, st.sampled_from([True, True, True, False]))
+@example({"id": "a", "args": {"k": [1]}, "depends_on": ["b"], "output_schema": None}, True)
+@example({"id": "a", "action": "llm_call", "prompt": "p", "output_schema": {"type": "x"}}, True)
+@example({"id": _Id("a")}, True)
+@example({"id": "a", "tool": None, "depends_on": ("b",)}, True)
+@example({"id": "a", "args": {_Id("k"): 1}}, True)
+@example({"tool": "t"}, False)
+def test_a_step_built_directly_is_the_one_pydantic_builds(
+    raw: dict[str, Any], with_id: bool
+) -> None:
+    """Field for field (values and their types), fields set and extras alike; whatever it does
+    not build, pydantic builds or refuses — and a built step shares no dict with ``raw``."""
+    if not with_id:
+        raw.pop("id", None)
+    fast = _built(plain_step, raw)
+    if fast is None:
+        return
+    assert fast == _built(Step.model_validate, raw)
+    step = plain_step(raw)
+    assert step is not None
+    assert step == Step.model_validate(raw)
+    assert step.model_dump() == Step.model_validate(raw).model_dump()
+    assert repr(step) == repr(Step.model_validate(raw))
+    for name in ("args", "output_schema"):
+        if raw.get(name) is not None:
+            assert getattr(step, name) is not raw[name]
+
+
+def test_the_usual_steps_are_built_directly() -> None:
+    """The comparison above is not between two refusals."""
+    assert plain_step({"id": "a", "tool": "t", "args": {"x": "${b.c}"}, "depends_on": ["b"]})
+    assert plain_step({"id": "a", "action": "llm_call", "prompt": "p", "output_schema": {}})
+    assert plain_step({"id": "a", "tool": "t", "timeout": 3}) is None
+    assert plain_step({"id": "a", "action": "call_tool"}) is None
 
 
 # ------------------------------------------------------------------ effects, $first

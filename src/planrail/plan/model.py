@@ -27,6 +27,7 @@ __all__ = [
     "RetrySpec",
     "Stage",
     "Step",
+    "plain_step",
 ]
 
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
@@ -183,15 +184,99 @@ def _compact(step: Step) -> None:
     same values as before."""
     values = _STEP_FIELDS.copy()
     values.update(step.__dict__)
-    object.__setattr__(step, "__dict__", values)
-    given = step.__pydantic_fields_set__
+    _setattr(step, "__dict__", values)
+    shared = _shared_fields_set(step.__pydantic_fields_set__)
+    if shared is not None:
+        _setattr(step, "__pydantic_fields_set__", shared)
+
+
+def _shared_fields_set(given: Iterable[str]) -> set[str] | None:
+    """The one fields set of every step that gave the fields ``given`` (``None`` past the
+    bound: the step keeps its own)."""
     key = frozenset(given)
     shared = _FIELDS_SETS.get(key)
     if shared is None:
         if len(_FIELDS_SETS) >= _MAX_FIELDS_SETS:
-            return
-        shared = _FIELDS_SETS[key] = set(given)
-    object.__setattr__(step, "__pydantic_fields_set__", shared)
+            return None
+        shared = _FIELDS_SETS[key] = set(key)
+    return shared
+
+
+_setattr = object.__setattr__
+
+_STEP_DEFAULTS = _STEP_FIELDS.copy()
+_STEP_DEFAULTS.update(
+    (name, info.default)
+    for name, info in Step.model_fields.items()
+    if not info.is_required() and info.default_factory is None
+)
+"""A step's ``__dict__`` before its given fields are set: the shared-keys template with every
+field at its default (``args``, the one default made by a factory, is set per step)."""
+
+_PLAIN_STEP_FIELDS = frozenset(
+    {
+        "id",
+        "action",
+        "tool",
+        "args",
+        "depends_on",
+        "description",
+        "prompt",
+        "output_schema",
+        "model",
+    }
+)
+_OPTIONAL_TEXT = frozenset(("tool", "description", "prompt", "model"))
+_ACTIONS = frozenset(ACTIONS)
+_STR = frozenset((str,))
+
+
+def plain_step(raw: dict[str, Any]) -> Step | None:
+    """The :class:`Step` ``Step.model_validate(raw)`` builds, built directly when ``raw`` gives
+    only plain fields (id, action, tool, args, depends_on, description, prompt, output_schema,
+    model) of the exact types pydantic passes through unchanged — the usual step of a big plan.
+    ``None`` for anything else (another field, a subclass, a value pydantic would convert or
+    refuse): pydantic then builds it, or says what is wrong. The step is the same as pydantic's,
+    compacted the same way (``tests/plan/test_fast_paths.py`` compares them)."""
+    if not _PLAIN_STEP_FIELDS.issuperset(raw):
+        return None
+    values = _STEP_DEFAULTS.copy()
+    for name, value in raw.items():
+        kind = type(value)
+        if name == "args" or name == "output_schema":
+            if kind is not dict:
+                if value is None and name == "output_schema":
+                    continue
+                return None
+            if not _STR.issuperset(map(type, value)):
+                return None
+            value = value.copy()  # pydantic's dict[str, Any]: a new dict, the same values
+        elif name == "depends_on":
+            if kind is not list and kind is not tuple:
+                return None
+            value = tuple(value)
+            if not _STR.issuperset(map(type, value)):
+                return None
+        elif kind is not str:
+            if value is not None or name not in _OPTIONAL_TEXT:
+                return None
+        elif name == "action" and value not in _ACTIONS:
+            return None
+        values[name] = value
+    if type(raw.get("id")) is not str:
+        return None
+    if "args" not in raw:
+        values["args"] = {}
+    step: Step = _new(Step)
+    _setattr(step, "__dict__", values)
+    shared = _shared_fields_set(raw)
+    _setattr(step, "__pydantic_fields_set__", set(raw) if shared is None else shared)
+    _setattr(step, "__pydantic_extra__", None)
+    _setattr(step, "__pydantic_private__", None)
+    return step
+
+
+_new = object.__new__
 
 
 class Stage(BaseModel):

@@ -22,7 +22,7 @@ import pydantic
 from planrail.errors import PlanLoadError
 from planrail.plan import schema as js
 from planrail.plan.loader import check_bounds, load_document, normalize, read_plan_file
-from planrail.plan.model import ACTIONS, Plan, Step
+from planrail.plan.model import ACTIONS, Plan, Step, plain_step
 from planrail.plan.validate_context import Context
 
 __all__ = ["POLICY_FIELDS", "load_pass", "normalize_pass", "shape_pass"]
@@ -179,8 +179,11 @@ def shape_pass(ctx: Context) -> None:
 def _read_step(ctx: Context, sid: str, raw: dict[str, Any], at: str) -> Step | None:
     """The step, with malformed fields reported and left out; None if nothing can be read."""
     if raw.get("action", "tool_call") in ACTIONS:
+        step = plain_step(raw)  # the usual case, built directly
+        if step is not None:
+            return step
         try:
-            return Step.model_validate(raw)  # the usual case
+            return Step.model_validate(raw)
         except pydantic.ValidationError:
             pass
     left_out: set[str] = set()
