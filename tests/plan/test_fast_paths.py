@@ -87,6 +87,19 @@ TRICKY = [
     "${" + "a" * 1021 + "}",
     "${" + "a" * 1022 + "}",
     "é ${a.ü} ${b}",
+    "${é}",
+    "${aé.b}",
+    "${a.bé}",
+    "${_}",
+    "${a._.__}",
+    "${a.1_}",
+    "${a.0x}",
+    "${a.00}",
+    "${a.b.__c__}",
+    "${a.b.}",
+    "${.a}",
+    "${a\n}",
+    "${a.b c}",
 ]
 
 
@@ -98,7 +111,7 @@ def test_the_parser_agrees_with_parse_template(text: str) -> None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.text(alphabet="${}.[]\"'\\ab_09x", max_size=24), min_size=1, max_size=8))
+@given(st.lists(st.text(alphabet="${}.[]\"'\\ab_09xé", max_size=24), min_size=1, max_size=8))
 def test_the_parser_agrees_on_any_text(texts: list[str]) -> None:
     """One parser over many strings (its memo shared between them) gives what parse_template
     gives each, errors and their offsets included."""
@@ -348,7 +361,7 @@ def _old_call_key(tool: str, args: dict[str, Any]) -> tuple[str, Any] | None:
         return None
 
 
-def _walked_strings(step: Step) -> list[tuple[Any, str]]:
+def _walked_strings(step: Step, *_memos: Any) -> list[tuple[Any, str]]:
     """The strings that may hold references, by the one walk, field by field."""
     return [x for field, value in step_fields(step) for x in iter_strings_with_dollar(value, field)]
 
@@ -365,6 +378,31 @@ def _walked_has_first(value: Any) -> bool:
         elif type(v) is list:
             stack.extend(v)
     return False
+
+
+_FIELDS_STEPS = [
+    {"id": "a", "tool": "t", "args": {"x": "${b.c}", "n": 1, "y": "no"}},
+    {"id": "a", "tool": "t", "args": {"x": ["${b.c}", {"k": "${d}"}], "z": "${e}"}},
+    {"id": "a", "action": "llm_call", "prompt": "see ${b.c}", "args": {"x": "${d}"}},
+    {"id": "a", "action": "condition_check", "condition": {"==": ["${b}", 1]}},
+    {"id": "a", "tool": "t", "when": {"==": ["${b}", "${c.d}"]}},
+    {"id": "a", "tool": "t", "args": {"i": "${item}"}, "for_each": "${b.list}"},
+    {"id": "a", "tool": "t", "fallback": {"tool": "u", "args": {"x": "${b}"}}},
+    {"id": "a", "tool": "t", "fallback": {"value": {"v": "${b.c}"}}},
+    {"id": "a", "tool": "t", "repeat": {"until": {"==": ["${self.n}", 3]}, "max_iterations": 2}},
+]
+
+
+@pytest.mark.parametrize("raw", _FIELDS_STEPS)
+def test_the_strings_read_without_the_walk_are_the_walks(raw: dict[str, Any]) -> None:
+    """In order, with equal paths given as one object."""
+    step = Step.model_validate(raw)
+    paths: dict[Any, Any] = {}
+    arg_paths: dict[str, Any] = {}
+    got = validate_refs._dollar_strings(step, paths, arg_paths)
+    assert got == _walked_strings(step)
+    again = validate_refs._dollar_strings(step, paths, arg_paths)
+    assert all(a[0] is b[0] for a, b in zip(got, again, strict=True))
 
 
 @pytest.mark.parametrize("name", [name for name, _, _ in _plans()])
@@ -492,6 +530,18 @@ def test_the_usual_steps_are_built_directly() -> None:
     assert plain_step({"id": "a", "action": "llm_call", "prompt": "p", "output_schema": {}})
     assert plain_step({"id": "a", "tool": "t", "timeout": 3}) is None
     assert plain_step({"id": "a", "action": "call_tool"}) is None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(alphabet="aZ_09é\n -", max_size=66), st.integers(), st.none()))
+@example("a" * 64)
+@example("a" * 65)
+@example("a\n")
+@example("_")
+@example("9a")
+def test_an_id_passed_without_the_pattern_matches_it(sid: Any) -> None:
+    if validate_shape._plain_id(sid):
+        assert validate_shape._ID_RE.match(sid)
 
 
 # ------------------------------------------------------------------ effects, $first

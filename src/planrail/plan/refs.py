@@ -241,10 +241,10 @@ def _parse_simple(text: str) -> Template | None:
     return Template(whole, tuple(found))
 
 
-_SIMPLE_INNER = re.compile(
-    r"([A-Za-z_][A-Za-z0-9_]*)((?:\.(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8}))*)"
+_SIMPLE_PATH = re.compile(
+    r"(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8})(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8}))*"
 )
-"""What ``_SIMPLE`` matches between ``${`` and ``}``."""
+"""What ``_SIMPLE`` matches after the step id's ``.``: dotted identifiers and indexes."""
 
 
 class Parser:
@@ -267,15 +267,6 @@ class Parser:
     def __call__(self, text: str) -> Template:
         if "${" not in text or "$${" in text:
             return _parse_template(text)
-        fast = self._split(text)
-        return fast if fast is not None else _parse_template(text)
-
-    def clear(self) -> None:
-        """Forget what was parsed (the templates made keep their references)."""
-        self._refs.clear()
-        self._paths.clear()
-
-    def _split(self, text: str) -> Template | None:
         pieces = text.split("${")
         head = pieces[0]
         parts: list[str | Reference] = [head] if head else []
@@ -284,13 +275,13 @@ class Parser:
         for piece in pieces[1:]:
             close = piece.find("}")
             if close < 0:
-                return None
+                return _parse_template(text)
             inner = piece[:close]
             ref = refs.get(inner)
             if ref is None:
                 ref = self._reference(inner)
                 if ref is None:
-                    return None
+                    return _parse_template(text)
             parts.append(ref)
             found.append(ref)
             if close + 1 < len(piece):
@@ -300,24 +291,31 @@ class Parser:
             return Template(whole, whole)  # type: ignore[arg-type]
         return Template(whole, tuple(found))
 
+    def clear(self) -> None:
+        """Forget what was parsed (the templates made keep their references)."""
+        self._refs.clear()
+        self._paths.clear()
+
     def _reference(self, inner: str) -> Reference | None:
         """The reference ``${inner}`` when it is a simple one (``None``: the full parser's)."""
         if len(inner) + 3 > MAX_REFERENCE_LENGTH:
             return None
-        m = _SIMPLE_INNER.fullmatch(inner)
-        if m is None:
+        step, dot, dotted = inner.partition(".")
+        # an ASCII identifier is exactly [A-Za-z_][A-Za-z0-9_]* (str methods, no regex)
+        if not (step.isidentifier() and step.isascii()):
             return None
-        dotted = m.group(2)
-        if not dotted:
-            ref = Reference(inner)
+        if not dot:
+            ref = Reference(step)
         else:
             path = self._paths.get(dotted)
             if path is None:
-                segs = dotted[1:].split(".")
+                if _SIMPLE_PATH.fullmatch(dotted) is None:
+                    return None
+                segs = dotted.split(".")
                 if len(segs) > MAX_SEGMENTS or ("__" in dotted and any(map(_is_dunder, segs))):
                     return None
                 path = self._paths[dotted] = tuple(int(x) if x[0] in _DIGITS else x for x in segs)
-            ref = Reference(m.group(1), path)
+            ref = Reference(step, path)
         self._refs[inner] = ref
         return ref
 

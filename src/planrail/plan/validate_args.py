@@ -25,19 +25,18 @@ def tools_pass(ctx: Context) -> None:
     """unknown_tool: every tool_call names a registered tool (and every fallback tool)."""
     names = ctx.registry.names()
     for step in ctx.steps:
-        at = ctx.at(step)
         if step.action == "tool_call" and step.tool and step.tool not in ctx.registry:
             ctx.error(
                 "unknown_tool",
                 step.id,
-                f"{at}.tool",
+                f"{ctx.at(step)}.tool",
                 f"no tool named '{step.tool}'{ctx.did_you_mean(step.tool, names)}",
             )
         if step.fallback and step.fallback.tool and step.fallback.tool not in ctx.registry:
             ctx.error(
                 "unknown_tool",
                 step.id,
-                f"{at}.fallback.tool",
+                f"{ctx.at(step)}.fallback.tool",
                 f"no tool named '{step.fallback.tool}'"
                 f"{ctx.did_you_mean(step.fallback.tool, names)}",
             )
@@ -48,23 +47,25 @@ def arguments_pass(ctx: Context) -> None:
     and a fallback ``value`` against the step's output schema."""
     types_of = ctx.ref_types()
     infos: dict[str, ToolArgs | None] = {}  # tool name -> what its input schema says
+
+    def check(step: Step, tool_name: str | None, args: dict[str, Any], field: str) -> None:
+        name = tool_name or ""
+        info = infos.get(name, _UNREAD)
+        if info is _UNREAD:
+            spec = ctx.registry.spec(name)
+            info = infos[name] = None if spec is None else ToolArgs.of(spec)
+        if info is not None:
+            _check_args(ctx, step, info, args, field, types_of)
+
     for step in ctx.steps:
-        at = ctx.at(step)
-        calls: list[tuple[str | None, dict[str, Any], str]] = []
         if step.action == "tool_call" and not ctx.skips(step, "args"):
-            calls.append((step.tool, step.args, f"{at}.args"))
-        if step.fallback is not None and step.fallback.tool:
-            calls.append((step.fallback.tool, step.fallback.args, f"{at}.fallback.args"))
-        for tool_name, args, where in calls:
-            name = tool_name or ""
-            info = infos.get(name, _UNREAD)
-            if info is _UNREAD:
-                spec = ctx.registry.spec(name)
-                info = infos[name] = None if spec is None else ToolArgs.of(spec)
-            if info is not None:
-                _check_args(ctx, step, info, args, where, types_of)
-        if step.fallback is not None and "value" in step.fallback.model_fields_set:
-            _check_fallback_value(ctx, step, at, types_of)
+            check(step, step.tool, step.args, ".args")
+        fallback = step.fallback
+        if fallback is not None:
+            if fallback.tool:
+                check(step, fallback.tool, fallback.args, ".fallback.args")
+            if "value" in fallback.model_fields_set:
+                _check_fallback_value(ctx, step, ctx.at(step), types_of)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +150,10 @@ def _check_args(
     step: Step,
     info: ToolArgs,
     args: dict[str, Any],
-    where: str,
+    field: str,
     types_of: Callable[[str], Any],
 ) -> None:
+    """The arguments ``args`` of ``step`` (at ``field``: ``.args``, ``.fallback.args``)."""
     spec = info.spec
     props = info.props
     for name in info.required:
@@ -159,7 +161,7 @@ def _check_args(
             ctx.error(
                 "missing_argument",
                 step.id,
-                f"{where}.{name}",
+                f"{ctx.at(step)}{field}.{name}",
                 f"tool '{spec.name}' requires argument '{name}'"
                 f"{_param_hint(props.get(name), info.schema)}",
             )
@@ -170,7 +172,7 @@ def _check_args(
                 ctx.error(
                     "unknown_argument",
                     step.id,
-                    f"{where}.{name}",
+                    f"{ctx.at(step)}{field}.{name}",
                     f"tool '{spec.name}' has no parameter '{name}' (parameters:"
                     f" {', '.join(props) or 'none'}){ctx.did_you_mean(name, props)}",
                 )
@@ -185,7 +187,7 @@ def _check_args(
             ctx.error(
                 "type_mismatch",
                 step.id,
-                json_path(f"{where}.{name}", tuple(sub)),
+                json_path(f"{ctx.at(step)}{field}.{name}", tuple(sub)),
                 f"argument '{name}' of tool '{spec.name}': {problem}",
             )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 from planrail.errors import ReferenceSyntaxError
@@ -95,8 +96,8 @@ class Context:
     """Every step that could be read as a :class:`Step` (some with broken fields left out)."""
     first: dict[str, Step] = field(default_factory=dict)
     """The first step with each id: the producer a reference reaches."""
-    where: dict[int, str] = field(default_factory=dict)
-    """``id(step)`` → its JSONPath (``$.steps[3]``)."""
+    where: dict[int, int] = field(default_factory=dict)
+    """``id(step)`` → its index in the plan's steps (:meth:`at` spells its JSONPath)."""
     skipped: dict[int, frozenset[str]] = field(default_factory=dict)
     """``id(step)`` → top-level fields that were malformed and left out (reported already)."""
     invalid: int = 0
@@ -150,7 +151,7 @@ class Context:
 
     def at(self, step: Step) -> str:
         """The JSONPath of ``step`` in the plan (``$.steps[3]``)."""
-        return self.where[id(step)]
+        return f"$.steps[{self.where[id(step)]}]"
 
     def skips(self, step: Step, name: str) -> bool:
         """Whether ``name`` was malformed in ``step`` (so checks that read it are skipped)."""
@@ -161,13 +162,18 @@ class Context:
         for a repeated id, the first step's). Built once, after the references pass."""
         if self._edges is None:
             known = self.known
+            is_known = known.__contains__
             refs = self.refs
             deps: dict[str, list[str]] = {sid: [] for sid in known}
             for sid, step in self.first.items():
-                edges = [d for d in step.depends_on if d in known and d != sid]
+                ds = step.depends_on
+                if sid not in ds and all(map(is_known, ds)):  # the usual step: all of them
+                    edges = list(ds)
+                else:
+                    edges = [d for d in ds if d in known and d != sid]
                 found = refs.get(sid)
-                if found:
-                    edges += [r.step for _, r in found if r.step != sid]
+                if found:  # the references pass keeps only references to known other steps
+                    edges.extend(map(_step_of, map(_second, found)))
                 deps[sid] = edges
             self._edges = deps
         return self._edges
@@ -267,13 +273,12 @@ class Context:
 
 
 def _in_order(known: Mapping[str, int], edges: Mapping[str, list[str]]) -> bool:
-    for sid, ds in edges.items():
-        if ds:
-            at = known[sid]
-            for d in ds:
-                if known[d] >= at:
-                    return False
-    return True
+    position = known.__getitem__
+    return all(not ds or max(map(position, ds)) < known[sid] for sid, ds in edges.items())
+
+
+_second = itemgetter(1)
+_step_of = attrgetter("step")
 
 
 def unit_output_schema(step: Step, registry: ToolRegistry) -> Any:

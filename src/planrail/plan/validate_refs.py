@@ -19,10 +19,15 @@ __all__ = ["cycles_pass", "dependencies_pass", "output_fields_pass", "references
 
 def dependencies_pass(ctx: Context) -> None:
     """unknown_dependency / self_dependency: every ``depends_on`` entry names another step."""
+    known = ctx.known
+    is_known = known.__contains__
     for step in ctx.steps:
+        deps = step.depends_on
+        if step.id not in deps and all(map(is_known, deps)) and len(set(deps)) == len(deps):
+            continue  # the usual step: nothing to report
         at = ctx.at(step)
         seen: set[str] = set()
-        for j, dep in enumerate(step.depends_on):
+        for j, dep in enumerate(deps):
             if dep == step.id:
                 ctx.error(
                     "self_dependency",
@@ -51,19 +56,26 @@ def dependencies_pass(ctx: Context) -> None:
 def references_pass(ctx: Context) -> None:
     """invalid_reference / unknown_step_reference / self_dependency / undeclared_dependency."""
     known = ctx.known
+    templates = ctx.templates
     template = ctx.template
-    paths: dict[StepPath, StepPath] = {}
+    skipped = ctx.skipped
+    refs_of, compiled_of, used_of = ctx.refs, ctx.compiled_refs, ctx.used
+    paths: dict[StepPath, StepPath] = {}  # kept per reference: shared
+    arg_paths: dict[str, StepPath] = {}  # the same, by argument name: ("args", name)
     for step in ctx.steps:
         sid = step.id
+        deps = step.depends_on
         found: list[tuple[StepPath, Reference]] = []
         every: list[tuple[StepPath, Reference]] | None = None  # with item/self, when present
         used: set[str] = set()
         # with a malformed depends_on (left out), which edges were meant is unknown
-        declared = None if ctx.skips(step, "depends_on") else set(step.depends_on)
-        for where, s in _dollar_strings(step):
-            segments = paths.setdefault(where, where)  # kept per reference: shared
+        malformed = skipped and "depends_on" in skipped.get(id(step), ())
+        declared = None if malformed else set(deps)
+        for segments, s in _dollar_strings(step, paths, arg_paths):
             try:
-                t = template(s)
+                t = templates.get(s)
+                if t is None:
+                    t = template(s)
             except ReferenceSyntaxError as exc:
                 ctx.error("invalid_reference", sid, json_path(ctx.at(step), segments), exc.message)
                 continue
@@ -114,11 +126,11 @@ def references_pass(ctx: Context) -> None:
                         f" plan{ctx.did_you_mean(target, known)}",
                     )
         # a repeated id's references are checked, but the graph passes follow the first step
-        if sid not in ctx.refs:
-            ctx.refs[sid] = found
-            ctx.compiled_refs[sid] = found if every is None else every
-            ctx.used[sid] = used
-            if step.depends_on and not used.issuperset(step.depends_on):
+        if sid not in refs_of:
+            refs_of[sid] = found
+            compiled_of[sid] = found if every is None else every
+            used_of[sid] = used
+            if deps and not used.issuperset(deps):
                 ctx.dataless.append(sid)
     output = ctx.raw.get("output")
     if output is not None:
@@ -144,23 +156,45 @@ def references_pass(ctx: Context) -> None:
 _SCALARS = frozenset((int, float, bool, type(None)))
 
 
-def _dollar_strings(step: Step) -> list[tuple[StepPath, str]]:
-    """``iter_strings_with_dollar`` over :func:`step_fields`, in the same order: the usual flat
-    arguments (strings and scalars) are read without the walk."""
+def _dollar_strings(
+    step: Step, paths: dict[StepPath, StepPath], arg_paths: dict[str, StepPath]
+) -> list[tuple[StepPath, str]]:
+    """``iter_strings_with_dollar`` over :func:`step_fields`, in the same order, each path the
+    one equal path kept in ``paths`` (or, for a flat argument, in ``arg_paths`` by its name):
+    the usual flat arguments (strings and scalars) are read without the walk, and a step
+    without the other fields :func:`step_fields` yields is done there."""
     args = step.args
     found: list[tuple[StepPath, str]] = []
     for k, v in args.items():
         kind = type(v)
         if kind is str:
             if "$" in v:
-                found.append((("args", k), v))
+                where = arg_paths.get(k)
+                if where is None:
+                    where = arg_paths[k] = ("args", k)
+                found.append((where, v))
         elif kind not in _SCALARS:  # a container, a subclass: the walk
-            found = list(iter_strings_with_dollar(args, ("args",)))
+            found = [
+                (paths.setdefault(where, where), text)
+                for where, text in iter_strings_with_dollar(args, ("args",))
+            ]
             break
+    if (
+        step.prompt is None
+        and step.condition is None
+        and step.when is None
+        and step.for_each is None
+        and step.fallback is None
+        and step.repeat is None
+    ):
+        return found  # the usual step: step_fields yields nothing more
     fields = step_fields(step)
     next(fields)  # the arguments, read above
     for field, value in fields:
-        found.extend(iter_strings_with_dollar(value, field))
+        found.extend(
+            (paths.setdefault(where, where), text)
+            for where, text in iter_strings_with_dollar(value, field)
+        )
     return found
 
 

@@ -131,52 +131,59 @@ def shape_pass(ctx: Context) -> None:
         ctx.error("schema_error", None, "$.goal", "'goal' must be a string")
     if not isinstance(ctx.raw.get("metadata", {}), dict):
         ctx.error("schema_error", None, "$.metadata", "'metadata' must be an object")
+    known, first, where, steps = ctx.known, ctx.first, ctx.where, ctx.steps
+    max_dependencies = ctx.limits.max_dependencies
     for i, raw in enumerate(ctx.raw["steps"]):
-        at = f"$.steps[{i}]"
         if not isinstance(raw, dict):
-            ctx.error("schema_error", None, at, "a step must be an object")
+            ctx.error("schema_error", None, f"$.steps[{i}]", "a step must be an object")
             continue
-        sid = raw.get("id")
-        if not isinstance(sid, str) or not _ID_RE.match(sid):
+        sid: Any = raw.get("id")
+        if not _plain_id(sid) and (not isinstance(sid, str) or not _ID_RE.match(sid)):
             ctx.error(
                 "invalid_id",
                 sid if isinstance(sid, str) else None,
-                f"{at}.id",
+                f"$.steps[{i}].id",
                 f"step id {repr(sid)[:80]} must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$"
                 " (a letter or _, then letters, digits or _)",
             )
             if not isinstance(sid, str):
                 continue  # nothing to call the step by: it is not checked further
-        if sid in ctx.known:
+        if sid in known:
             ctx.error(
                 "duplicate_id",
                 sid,
-                f"{at}.id",
-                f"step id '{sid}' is already used by steps[{ctx.known[sid]}]; ids are unique",
+                f"$.steps[{i}].id",
+                f"step id '{sid}' is already used by steps[{known[sid]}]; ids are unique",
             )
-        step = _read_step(ctx, sid, raw, at)
+        step = _read_step(ctx, sid, raw, i)
         if step is None:
             continue
-        if len(step.depends_on) > ctx.limits.max_dependencies:
+        if len(step.depends_on) > max_dependencies:
             ctx.error(
                 "limit_exceeded",
                 sid,
-                f"{at}.depends_on",
-                f"{len(step.depends_on):,} dependencies; the limit is"
-                f" {ctx.limits.max_dependencies:,}",
+                f"$.steps[{i}].depends_on",
+                f"{len(step.depends_on):,} dependencies; the limit is {max_dependencies:,}",
             )
             continue
-        if sid not in ctx.known:
-            ctx.known[sid] = i
-            ctx.first[sid] = step
-        ctx.where[id(step)] = at
-        ctx.steps.append(step)
-        _converted_scalars(ctx, step, raw, at)
+        if sid not in known:
+            known[sid] = i
+            first[sid] = step
+        where[id(step)] = i
+        steps.append(step)
+        if not _SCALAR_FIELDS.isdisjoint(raw):  # the usual step sets none of them
+            _converted_scalars(ctx, step, raw, f"$.steps[{i}]")
         if not ctx.skipped or not ctx.skips(step, "action"):
-            _action_fields(ctx, step, at)
+            _action_fields(ctx, step, i)
 
 
-def _read_step(ctx: Context, sid: str, raw: dict[str, Any], at: str) -> Step | None:
+def _plain_id(sid: Any) -> bool:
+    """Whether ``sid`` is a valid step id, by str methods (an ASCII identifier is exactly
+    ``[A-Za-z_][A-Za-z0-9_]*``); ``False`` leaves it to the pattern (``_ID_RE``)."""
+    return type(sid) is str and len(sid) <= 64 and sid.isascii() and sid.isidentifier()
+
+
+def _read_step(ctx: Context, sid: str, raw: dict[str, Any], i: int) -> Step | None:
     """The step, with malformed fields reported and left out; None if nothing can be read."""
     if raw.get("action", "tool_call") in ACTIONS:
         step = plain_step(raw)  # the usual case, built directly
@@ -186,6 +193,7 @@ def _read_step(ctx: Context, sid: str, raw: dict[str, Any], at: str) -> Step | N
             return Step.model_validate(raw)
         except pydantic.ValidationError:
             pass
+    at = f"$.steps[{i}]"
     left_out: set[str] = set()
     action = raw.get("action", "tool_call")
     if action not in ACTIONS:
@@ -233,8 +241,6 @@ def _pydantic_message(err: Any) -> str:
 
 def _converted_scalars(ctx: Context, step: Step, raw: dict[str, Any], at: str) -> None:
     """``normalized``: a policy scalar of another JSON type that Pydantic converted."""
-    if _SCALAR_FIELDS.isdisjoint(raw):
-        return  # the usual step sets none of them
     sid = step.id
     for name, wanted in _SCALARS.items():
         if name in raw and not ctx.skips(step, name):
@@ -257,23 +263,25 @@ def _converted(ctx: Context, sid: str, value: Any, wanted: str, path: str) -> No
     )
 
 
-def _action_fields(ctx: Context, step: Step, at: str) -> None:
+def _action_fields(ctx: Context, step: Step, i: int) -> None:
     if step.action == "tool_call" and not step.tool and not ctx.skips(step, "tool"):
-        ctx.error("schema_error", step.id, f"{at}.tool", "a tool_call step needs 'tool'")
+        ctx.error("schema_error", step.id, f"$.steps[{i}].tool", "a tool_call step needs 'tool'")
     elif step.action == "llm_call":
         if not step.prompt and not ctx.skips(step, "prompt"):
-            ctx.error("schema_error", step.id, f"{at}.prompt", "an llm_call step needs 'prompt'")
+            ctx.error(
+                "schema_error", step.id, f"$.steps[{i}].prompt", "an llm_call step needs 'prompt'"
+            )
         if step.tool:
             ctx.error(
                 "schema_error",
                 step.id,
-                f"{at}.tool",
+                f"$.steps[{i}].tool",
                 "an llm_call step has no 'tool' (did you mean action tool_call?)",
             )
     elif step.action == "condition_check" and step.condition is None:
         ctx.error(
             "schema_error",
             step.id,
-            f"{at}.condition",
+            f"$.steps[{i}].condition",
             "a condition_check step needs 'condition'",
         )
