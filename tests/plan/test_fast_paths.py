@@ -544,6 +544,43 @@ def test_an_id_passed_without_the_pattern_matches_it(sid: Any) -> None:
         assert validate_shape._ID_RE.match(sid)
 
 
+def _graph_plans() -> Iterator[Any]:
+    for _, source, _ in _plans():
+        yield source
+    steps: list[dict[str, Any]] = [
+        {"id": "a", "tool": "make", "args": {"n": "${c.n}"}, "depends_on": ["c"]},  # later
+        {"id": "b", "tool": "make", "args": {"n": 1}, "depends_on": ["b", "zz", "a", "a"]},
+        {"id": "c", "tool": "make", "args": {"n": "${b.n}"}},  # undeclared
+        {"id": "c", "tool": "make", "args": {"n": "${a.n}"}, "depends_on": ["a"]},  # repeated
+        {"id": "d", "tool": "make", "args": {"n": "${d.n}", "x": "${item}"}},
+    ]
+    yield {"steps": steps}
+    yield {"steps": steps[1:]}
+    yield {"steps": [{**steps[1], "depends_on": ["a"]}, steps[0]]}
+
+
+@pytest.mark.parametrize("source", list(_graph_plans()), ids=repr)
+def test_the_plan_order_read_without_the_edges_is_theirs(source: Any) -> None:
+    """in_plan_order (read from depends_on and the steps references read) says what the edges
+    say, and the lazily built edges are the edges."""
+    from planrail.plan.validate import _PASSES
+    from planrail.plan.validate_context import Context
+    from planrail.plan.validate_shape import load_pass
+
+    ctx = Context(FAST_TOOLS, PlanLimits())
+    load_pass(ctx, copy.deepcopy(source))
+    if ctx.raw is None:
+        return  # not loaded: no graph
+    for pass_ in _PASSES[: _PASSES.index(validate_refs.references_pass) + 1]:
+        pass_(ctx)
+    edges = ctx.edges()
+    known = ctx.known
+    assert ctx.in_plan_order() == all(known[d] < known[s] for s, ds in edges.items() for d in ds)
+    lazy = ctx.lazy_edges()
+    assert all(lazy[sid] == edges[sid] for sid in reversed(list(known)))
+    assert list(edges) == list(known)
+
+
 # ------------------------------------------------------------------ effects, $first
 
 

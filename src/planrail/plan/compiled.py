@@ -117,14 +117,16 @@ class CompiledPlan:
         self.checked_with: object = None
         """What validation checked it with (its options and limits), set by
         :func:`~planrail.plan.validate.check_plan`; ``None``: compiled without validation."""
-        take = references.pop if consume and isinstance(references, dict) else None
+        if references is None:
+            references = {}
+        take = references.pop if consume and isinstance(references, dict) else references.get
         effects = StepEffects(registry)  # for these steps, against the registry as it is now
+        steps = self.steps
         for step in plan.steps:
-            if take is not None:
-                found = take(step.id, None)
-            else:
-                found = references.get(step.id) if references is not None else None
-            self._add(step, found, effects)
+            found = take(step.id, None)
+            if found is None:
+                found = list(self._walk(step))
+            steps[step.id] = CompiledStep(step, tuple(chain.from_iterable(found)), effects(step))
 
     @classmethod
     def of(cls, plan: Plan | CompiledPlan, registry: ToolRegistry | None = None) -> CompiledPlan:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 from planrail.errors import ReferenceSyntaxError
@@ -125,6 +124,7 @@ class Context:
     _producer_schemas: dict[str, Any] = field(default_factory=dict)
     suggestion_budget: int = _SUGGESTION_BUDGET
     _edges: dict[str, list[str]] | None = None
+    _lazy_edges: _Edges | None = None
     _in_order: bool | None = None
     _walks: dict[tuple[int, tuple[str | int, ...]], tuple[Any, _Walk]] = field(default_factory=dict)
     """``(id(schema), path)`` → the schema (so the id stays its own) and the walk's result:
@@ -161,29 +161,53 @@ class Context:
         """Each step id → the steps it waits for (``depends_on`` and references, no self-loops;
         for a repeated id, the first step's). Built once, after the references pass."""
         if self._edges is None:
-            known = self.known
-            is_known = known.__contains__
-            refs = self.refs
-            deps: dict[str, list[str]] = {sid: [] for sid in known}
-            for sid, step in self.first.items():
-                ds = step.depends_on
-                if sid not in ds and all(map(is_known, ds)):  # the usual step: all of them
-                    edges = list(ds)
-                else:
-                    edges = [d for d in ds if d in known and d != sid]
-                found = refs.get(sid)
-                if found:  # the references pass keeps only references to known other steps
-                    edges.extend(map(_step_of, map(_second, found)))
-                deps[sid] = edges
-            self._edges = deps
+            lazy = self.lazy_edges()
+            self._edges = {sid: lazy[sid] for sid in self.known}
         return self._edges
+
+    def lazy_edges(self) -> Mapping[str, list[str]]:
+        """:meth:`edges`, each step's computed when it is first read (a lint that walks a few
+        steps' edges does not build them all)."""
+        if self._lazy_edges is None:
+            self._lazy_edges = _Edges(self._edges_of)
+        return self._lazy_edges
+
+    def _edges_of(self, sid: str) -> list[str]:
+        known = self.known
+        ds = self.first[sid].depends_on
+        if sid not in ds and all(map(known.__contains__, ds)):  # the usual step: all of them
+            edges = list(ds)
+        else:
+            edges = [d for d in ds if d in known and d != sid]
+        found = self.refs.get(sid)
+        if found:  # the references pass keeps only references to known other steps
+            edges += [r.step for _, r in found]
+        return edges
 
     def in_plan_order(self) -> bool:
         """Whether every edge leads to a step listed earlier: the plan's order is then a
-        topological order (plans are nearly always written so)."""
+        topological order (plans are nearly always written so). Read from each step's
+        ``depends_on`` and the steps its references read (:attr:`used`), which are its edges,
+        without building them."""
         if self._in_order is None:
-            self._in_order = _in_order(self.known, self.edges())
+            self._in_order = self._read_in_order()
         return self._in_order
+
+    def _read_in_order(self) -> bool:
+        known, used = self.known, self.used
+        position, is_known = known.__getitem__, known.__contains__
+        for sid, step in self.first.items():
+            at = known[sid]
+            ds: Collection[str] = step.depends_on
+            if ds:
+                if sid in ds or not all(map(is_known, ds)):
+                    ds = [d for d in ds if d in known and d != sid]
+                if ds and max(map(position, ds)) >= at:
+                    return False
+            reads = used.get(sid)
+            if reads and max(map(position, reads)) >= at:
+                return False
+        return True
 
     def reference_to(self, step_id: str, path: tuple[str, ...] = ()) -> Reference | None:
         """The reference to suggest for ``step_id`` (and ``path``): ``None`` when the path is
@@ -240,24 +264,32 @@ class Context:
         JSON types a string holding one reference produces, ``frozenset({"string"})`` for
         interpolated text, ``False`` when unknown."""
         first = self.first
+        templates = self.templates
         read: dict[tuple[str, tuple[str | int, ...]], Any] = {}  # (producer, path) -> types
+        by_ref: dict[int, tuple[Reference, Any]] = {}  # the same by id(reference): shared ones
 
         def types_of(s: str) -> Any:
             if "$" not in s:
                 return True
-            try:
-                t = self.template(s)
-            except ReferenceSyntaxError:
-                return False
+            t = templates.get(s)
+            if t is None:
+                try:
+                    t = self.template(s)
+                except ReferenceSyntaxError:
+                    return False
             if not t.references:
                 return True
             ref = t.single
             if ref is None:
-                return frozenset({"string"})
+                return _TEXT
+            hit = by_ref.get(id(ref))
+            if hit is not None and hit[0] is ref:
+                return hit[1]
             key = (ref.step, ref.path)
             found = read.get(key)
             if found is None:
                 found = read[key] = produced(ref)
+            by_ref[id(ref)] = (ref, found)
             return found
 
         def produced(ref: Reference) -> Any:
@@ -272,13 +304,22 @@ class Context:
         return types_of
 
 
-def _in_order(known: Mapping[str, int], edges: Mapping[str, list[str]]) -> bool:
-    position = known.__getitem__
-    return all(not ds or max(map(position, ds)) < known[sid] for sid, ds in edges.items())
+class _Edges(dict[str, list[str]]):
+    """Edges by step id, each step's computed on first read."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self, of: Callable[[str], list[str]]) -> None:
+        super().__init__()
+        self._of = of
+
+    def __missing__(self, sid: str) -> list[str]:
+        edges = self[sid] = self._of(sid)
+        return edges
 
 
-_second = itemgetter(1)
-_step_of = attrgetter("step")
+_TEXT = frozenset({"string"})
+"""What text with references inside it produces."""
 
 
 def unit_output_schema(step: Step, registry: ToolRegistry) -> Any:

@@ -47,16 +47,29 @@ def policies_pass(ctx: Context) -> None:
     max_parallel = getattr(ctx.limits, "max_parallel", MAX_PARALLEL)
     types_of = ctx.ref_types()
     retries: dict[str, str | None] = {}  # tool -> what is wrong with its default retry policy
+    refs_of, compiled_of, first = ctx.refs, ctx.compiled_refs, ctx.first
     for step in ctx.steps:
-        at = ctx.at(step)
-        _predicates(ctx, step, at, types_of)
-        _locals(ctx, step, at)
-        _first(ctx, step, at)
+        sid = step.id
+        # the usual step holds no predicate, fallback or loop: only its arguments may hold a
+        # $first, and only item/self references (which the references pass saw) need _locals
+        plain = (
+            step.fallback is None
+            and step.condition is None
+            and step.when is None
+            and step.repeat is None
+        )
+        if not plain:
+            _predicates(ctx, step, ctx.at(step), types_of)
+        refs = refs_of.get(sid)
+        if refs is None or compiled_of.get(sid) is not refs or first[sid] is not step:
+            _locals(ctx, step, ctx.at(step))
+        if not plain or has_first(step.args):
+            _first(ctx, step, ctx.at(step))
         if step.repeat is not None and step.repeat.max_iterations > max_iterations:
             ctx.error(
                 "invalid_policy",
-                step.id,
-                f"{at}.repeat.max_iterations",
+                sid,
+                f"{ctx.at(step)}.repeat.max_iterations",
                 f"max_iterations is {step.repeat.max_iterations:,}; the limit is"
                 f" {max_iterations:,} — a loop must end in reasonable time",
             )
@@ -64,25 +77,28 @@ def policies_pass(ctx: Context) -> None:
             if step.for_each is None:
                 ctx.warn(
                     "unused_policy",
-                    step.id,
-                    f"{at}.max_parallel",
+                    sid,
+                    f"{ctx.at(step)}.max_parallel",
                     "max_parallel only applies to a step with for_each",
                 )
             elif step.max_parallel > max_parallel:
                 ctx.error(
                     "invalid_policy",
-                    step.id,
-                    f"{at}.max_parallel",
+                    sid,
+                    f"{ctx.at(step)}.max_parallel",
                     f"max_parallel is {step.max_parallel:,}; the limit is {max_parallel:,}",
                 )
         if step.for_each is not None:
-            _for_each(ctx, step, at, types_of)
-        no_deps = not step.depends_on and not ctx.skips(step, "depends_on")
-        if step.join != "all_succeeded" and no_deps:
+            _for_each(ctx, step, ctx.at(step), types_of)
+        if (
+            step.join != "all_succeeded"
+            and not step.depends_on
+            and not ctx.skips(step, "depends_on")
+        ):
             ctx.error(
                 "invalid_policy",
-                step.id,
-                f"{at}.join",
+                sid,
+                f"{ctx.at(step)}.join",
                 f"join '{step.join}' needs dependencies to wait for; this step has none",
             )
         if (
@@ -92,12 +108,23 @@ def policies_pass(ctx: Context) -> None:
         ):
             ctx.warn(
                 "unused_policy",
-                step.id,
-                f"{at}.timeout",
+                sid,
+                f"{ctx.at(step)}.timeout",
                 f"timeout ({step.timeout:g}s) is longer than total_timeout"
                 f" ({step.total_timeout:g}s), which cuts every attempt first",
             )
-        _tool_retry(ctx, step, at, retries)
+        tool = step.tool
+        if tool and step.retry is None and step.action == "tool_call":
+            # the step takes its tool's default retry policy (each tool's read once)
+            problem = retries[tool] if tool in retries else _tool_retry(ctx, tool, retries)
+            if problem is not None:
+                ctx.error(
+                    "invalid_policy",
+                    sid,
+                    f"{ctx.at(step)}.tool",
+                    f"tool '{tool}' declares an invalid default retry policy"
+                    f" ({problem}); give the step its own 'retry'",
+                )
 
 
 def _predicates(ctx: Context, step: Step, at: str, types_of: Any) -> None:
@@ -139,10 +166,8 @@ def _references_in(value: Any, path: str, parse: Parse) -> Iterable[tuple[str, R
 
 def _locals(ctx: Context, step: Step, at: str) -> None:
     """``${self}`` only in ``repeat.until`` (checked against the step's own output);
-    ``${item}`` not in ``when``."""
-    refs = ctx.refs.get(step.id)
-    if refs is not None and ctx.compiled_refs.get(step.id) is refs and ctx.first[step.id] is step:
-        return  # the references pass found no item/self reference in this step
+    ``${item}`` not in ``when`` (for a step in which the references pass found an item/self
+    reference, or a repeated id's)."""
     fields: list[tuple[str, Any]] = [("args", step.args)]
     for name in ("prompt", "condition", "when"):
         if getattr(step, name) is not None:
@@ -185,8 +210,6 @@ def _locals(ctx: Context, step: Step, at: str) -> None:
 
 
 def _first(ctx: Context, step: Step, at: str) -> None:
-    if _only_args(step) and not has_first(step.args):
-        return  # the usual step: nothing else could hold a $first
     fields: list[tuple[str, Any]] = [("args", step.args)]
     if step.fallback is not None:
         fields.append(("fallback.args", step.fallback.args))
@@ -224,16 +247,6 @@ def _first(ctx: Context, step: Step, at: str) -> None:
             f" runs, so {FIRST} always takes its first candidate; use join any_succeeded"
             " or all_finished",
         )
-
-
-def _only_args(step: Step) -> bool:
-    """Whether the arguments are the only field of ``step`` :func:`_first` reads."""
-    return (
-        step.fallback is None
-        and step.condition is None
-        and step.when is None
-        and step.repeat is None
-    )
 
 
 def _firsts(value: Any, path: str) -> Iterable[tuple[str, list[Any]]]:
@@ -274,22 +287,10 @@ def _for_each(ctx: Context, step: Step, at: str, types_of: Any) -> None:
         )
 
 
-def _tool_retry(ctx: Context, step: Step, at: str, seen: dict[str, str | None]) -> None:
-    """invalid_policy: the step takes its tool's default retry policy, which is invalid
-    (``seen``: each tool's problem, read once per validation)."""
-    if step.action != "tool_call" or step.retry is not None or not step.tool:
-        return
-    if step.tool not in seen:
-        seen[step.tool] = _retry_problem(ctx.registry.spec(step.tool))
-    problem = seen[step.tool]
-    if problem is not None:
-        ctx.error(
-            "invalid_policy",
-            step.id,
-            f"{at}.tool",
-            f"tool '{step.tool}' declares an invalid default retry policy"
-            f" ({problem}); give the step its own 'retry'",
-        )
+def _tool_retry(ctx: Context, tool: str, seen: dict[str, str | None]) -> str | None:
+    """What is wrong with ``tool``'s default retry policy, kept in ``seen``."""
+    problem = seen[tool] = _retry_problem(ctx.registry.spec(tool))
+    return problem
 
 
 def _retry_problem(spec: ToolSpec | None) -> str | None:
