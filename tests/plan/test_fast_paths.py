@@ -129,6 +129,52 @@ def test_the_parser_shares_one_reference_between_strings() -> None:
     assert parser("${s.body}").single is not a.single  # forgotten: parsed again
 
 
+def test_objects_built_by_their_slots_are_the_ones_their_classes_build() -> None:
+    """References, templates and compiled steps made without ``__init__`` compare, hash, print
+    and stay frozen as the ones made with it."""
+    import dataclasses
+
+    from planrail.plan import compiled, refs
+    from planrail.plan.compiled import CompiledStep
+    from planrail.plan.effects import Effect
+    from planrail.plan.refs import Reference
+
+    for name, path in (("a", ()), ("a", ("b", 0)), ("x_1", ("k",) * 3)):
+        fast, slow = refs._reference(name, path), Reference(name, path)
+        assert (fast, hash(fast), str(fast), repr(fast)) == (
+            slow,
+            hash(slow),
+            str(slow),
+            repr(slow),
+        )
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.step = "b"  # type: ignore[misc]
+    ref = Reference("a")
+    for parts, found in (
+        ((ref,), (ref,)),
+        (("x", ref), (ref,)),
+        (("x",), ()),
+        ((ref, ref), (ref, ref)),
+    ):
+        fast_t, slow_t = Template._of(parts, found), Template(parts, found)
+        assert (fast_t.parts, fast_t.references, fast_t.single) == (
+            slow_t.parts,
+            slow_t.references,
+            slow_t.single,
+        )
+        assert fast_t == slow_t
+        assert hash(fast_t) == hash(slow_t)
+    step = Step(id="a", tool="t")
+    effect = Effect("none", False)
+    fast_c = compiled._compiled_step(step, (("args", "x"), ref), effect)
+    slow_c = CompiledStep(step, (("args", "x"), ref), effect)
+    assert fast_c == slow_c
+    assert repr(fast_c) == repr(slow_c)
+    assert fast_c.references == slow_c.references
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast_c.effect = effect  # type: ignore[misc]
+
+
 # ------------------------------------------------------------------ plain parameter schemas
 
 SCHEMAS: list[Any] = [
@@ -560,9 +606,9 @@ def _graph_plans() -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("source", list(_graph_plans()), ids=repr)
-def test_the_plan_order_read_without_the_edges_is_theirs(source: Any) -> None:
-    """in_plan_order (read from depends_on and the steps references read) says what the edges
-    say, and the lazily built edges are the edges."""
+def test_the_edges_and_the_plan_order_read_at_c_speed_are_the_walks(source: Any) -> None:
+    """The edges (each step's depends_on read whole when it names known other steps) are the
+    filtered depends_on and the references, and in_plan_order says what they say."""
     from planrail.plan.validate import _PASSES
     from planrail.plan.validate_context import Context
     from planrail.plan.validate_shape import load_pass
@@ -575,10 +621,11 @@ def test_the_plan_order_read_without_the_edges_is_theirs(source: Any) -> None:
         pass_(ctx)
     edges = ctx.edges()
     known = ctx.known
-    assert ctx.in_plan_order() == all(known[d] < known[s] for s, ds in edges.items() for d in ds)
-    lazy = ctx.lazy_edges()
-    assert all(lazy[sid] == edges[sid] for sid in reversed(list(known)))
     assert list(edges) == list(known)
+    for sid, step in ctx.first.items():
+        refs = [r.step for _, r in ctx.refs.get(sid, []) if r.step != sid]
+        assert edges[sid] == [d for d in step.depends_on if d in known and d != sid] + refs
+    assert ctx.in_plan_order() == all(known[d] < known[s] for s, ds in edges.items() for d in ds)
 
 
 # ------------------------------------------------------------------ effects, $first

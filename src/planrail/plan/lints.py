@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Mapping
 
 from planrail.plan.effects import step_effect, tool_effect
 from planrail.plan.graph import critical_path_lengths, topological_order
@@ -40,12 +39,10 @@ def lints_pass(ctx: Context) -> None:
     needless = ctx.options.lint_level("needless_dependency")
     if (race == "off" and needless == "off") or any(e.code == "cycle" for e in ctx.errors):
         return
-    deps: Mapping[str, list[str]]
+    deps = ctx.edges()
     if ctx.in_plan_order():  # the usual case: the plan's order is a topological order
         order, pos = list(ctx.known), ctx.known
-        deps = ctx.lazy_edges()  # the races walk a few steps' edges
     else:
-        deps = ctx.edges()
         try:
             order = topological_order(deps)
         except ValueError:  # pragma: no cover - a cycle is reported (and stops the lints)
@@ -55,7 +52,7 @@ def lints_pass(ctx: Context) -> None:
     if race != "off":
         _races(ctx, deps, pos, groups, race)
     if needless != "off" and ctx.dataless:
-        _needless(ctx, ctx.edges(), order, effectful, needless)
+        _needless(ctx, deps, order, effectful, needless)
 
 
 def _effects(
@@ -90,7 +87,7 @@ def _effects(
 
 def _races(
     ctx: Context,
-    deps: Mapping[str, list[str]],
+    deps: dict[str, list[str]],
     pos: dict[str, int],
     groups: dict[tuple[str, str], list[str]],
     level: Level,
@@ -125,7 +122,7 @@ def _races(
             )
 
 
-def _reaches(deps: Mapping[str, list[str]], pos: dict[str, int], start: str, target: str) -> bool:
+def _reaches(deps: dict[str, list[str]], pos: dict[str, int], start: str, target: str) -> bool:
     """Whether ``start`` (transitively) waits for ``target``; only steps between the two in
     the topological order can be on such a path."""
     floor = pos[target]

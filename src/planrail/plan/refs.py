@@ -74,6 +74,21 @@ class Reference:
         return "${" + "".join(out) + "}"
 
 
+_new = object.__new__
+_set_step = vars(Reference)["step"].__set__  # the slot
+_set_path = vars(Reference)["path"].__set__  # the slot
+
+
+def _reference(step: str, path: tuple[Segment, ...] = ()) -> Reference:
+    """``Reference(step, path)``, its two slots set directly: the frozen dataclass's
+    ``__init__`` (``object.__setattr__`` per field, behind a call from C) cost twice as much, and
+    a validation makes one per distinct ``${...}`` text."""
+    ref: Reference = _new(Reference)
+    _set_step(ref, step)
+    _set_path(ref, path)
+    return ref
+
+
 class Template:
     """A string split into literal text and references (immutable by convention; compared by
     ``parts``).
@@ -93,6 +108,16 @@ class Template:
         self.parts = parts
         self.references = references
         self.single: Reference | None = references[0] if len(parts) == 1 and references else None
+
+    @classmethod
+    def _of(cls, parts: tuple[str | Reference, ...], references: tuple[Reference, ...]) -> Template:
+        """``Template(parts, references)`` for a parser that knows ``references``, its slots set
+        here (no ``__init__`` behind a call from C)."""
+        t: Template = _new(cls)
+        t.parts = parts
+        t.references = references
+        t.single = references[0] if len(parts) == 1 and references else None
+        return t
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Template) and other.parts == self.parts
@@ -288,8 +313,8 @@ class Parser:
                 parts.append(piece[close + 1 :])
         whole = tuple(parts)
         if len(found) == len(whole):  # references only: one tuple serves as both
-            return Template(whole, whole)  # type: ignore[arg-type]
-        return Template(whole, tuple(found))
+            return Template._of(whole, whole)  # type: ignore[arg-type]
+        return Template._of(whole, tuple(found))
 
     def clear(self) -> None:
         """Forget what was parsed (the templates made keep their references)."""
@@ -305,7 +330,7 @@ class Parser:
         if not (step.isidentifier() and step.isascii()):
             return None
         if not dot:
-            ref = Reference(step)
+            ref = _reference(step)
         else:
             path = self._paths.get(dotted)
             if path is None:
@@ -315,7 +340,7 @@ class Parser:
                 if len(segs) > MAX_SEGMENTS or ("__" in dotted and any(map(_is_dunder, segs))):
                     return None
                 path = self._paths[dotted] = tuple(int(x) if x[0] in _DIGITS else x for x in segs)
-            ref = Reference(step, path)
+            ref = _reference(step, path)
         self._refs[inner] = ref
         return ref
 

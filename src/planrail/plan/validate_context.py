@@ -124,8 +124,8 @@ class Context:
     _producer_schemas: dict[str, Any] = field(default_factory=dict)
     suggestion_budget: int = _SUGGESTION_BUDGET
     _edges: dict[str, list[str]] | None = None
-    _lazy_edges: _Edges | None = None
     _in_order: bool | None = None
+    _ref_walks: dict[tuple[str, tuple[str | int, ...]], _Walk | None] = field(default_factory=dict)
     _walks: dict[tuple[int, tuple[str | int, ...]], tuple[Any, _Walk]] = field(default_factory=dict)
     """``(id(schema), path)`` → the schema (so the id stays its own) and the walk's result:
     thousands of steps reference the same fields of the same tools' outputs."""
@@ -161,53 +161,29 @@ class Context:
         """Each step id → the steps it waits for (``depends_on`` and references, no self-loops;
         for a repeated id, the first step's). Built once, after the references pass."""
         if self._edges is None:
-            lazy = self.lazy_edges()
-            self._edges = {sid: lazy[sid] for sid in self.known}
+            known = self.known
+            is_known = known.__contains__
+            refs = self.refs
+            deps: dict[str, list[str]] = {}  # in the order of known (first has its keys)
+            for sid, step in self.first.items():
+                ds = step.depends_on
+                if sid not in ds and all(map(is_known, ds)):  # the usual step: all of them
+                    edges = list(ds)
+                else:
+                    edges = [d for d in ds if d in known and d != sid]
+                found = refs.get(sid)
+                if found:  # the references pass keeps only references to known other steps
+                    edges += [r.step for _, r in found]
+                deps[sid] = edges
+            self._edges = deps
         return self._edges
-
-    def lazy_edges(self) -> Mapping[str, list[str]]:
-        """:meth:`edges`, each step's computed when it is first read (a lint that walks a few
-        steps' edges does not build them all)."""
-        if self._lazy_edges is None:
-            self._lazy_edges = _Edges(self._edges_of)
-        return self._lazy_edges
-
-    def _edges_of(self, sid: str) -> list[str]:
-        known = self.known
-        ds = self.first[sid].depends_on
-        if sid not in ds and all(map(known.__contains__, ds)):  # the usual step: all of them
-            edges = list(ds)
-        else:
-            edges = [d for d in ds if d in known and d != sid]
-        found = self.refs.get(sid)
-        if found:  # the references pass keeps only references to known other steps
-            edges += [r.step for _, r in found]
-        return edges
 
     def in_plan_order(self) -> bool:
         """Whether every edge leads to a step listed earlier: the plan's order is then a
-        topological order (plans are nearly always written so). Read from each step's
-        ``depends_on`` and the steps its references read (:attr:`used`), which are its edges,
-        without building them."""
+        topological order (plans are nearly always written so)."""
         if self._in_order is None:
-            self._in_order = self._read_in_order()
+            self._in_order = _in_order(self.known, self.edges())
         return self._in_order
-
-    def _read_in_order(self) -> bool:
-        known, used = self.known, self.used
-        position, is_known = known.__getitem__, known.__contains__
-        for sid, step in self.first.items():
-            at = known[sid]
-            ds: Collection[str] = step.depends_on
-            if ds:
-                if sid in ds or not all(map(is_known, ds)):
-                    ds = [d for d in ds if d in known and d != sid]
-                if ds and max(map(position, ds)) >= at:
-                    return False
-            reads = used.get(sid)
-            if reads and max(map(position, reads)) >= at:
-                return False
-        return True
 
     def reference_to(self, step_id: str, path: tuple[str, ...] = ()) -> Reference | None:
         """The reference to suggest for ``step_id`` (and ``path``): ``None`` when the path is
@@ -232,9 +208,9 @@ class Context:
         match = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.75)
         return f"; did you mean '{match[0]}'?" if match else ""
 
-    def walk(self, schema: Any, ref: Reference) -> tuple[str, str | None]:
-        """:func:`walk_schema`, each (schema, path) walked once per validation."""
-        status, depth, detail, _ = self._walk(schema, ref.path)
+    def walk(self, ref: Reference, walked: _Walk) -> tuple[str, str | None]:
+        """:func:`walk_schema` of ``ref`` from its :meth:`ref_walk`."""
+        status, depth, detail, _ = walked
         if status == "missing":
             where = Reference(ref.step, ref.path[:depth])
             return (
@@ -242,6 +218,18 @@ class Context:
                 f"{ref}: the output of {where} has no field {ref.path[depth]!r} ({detail})",
             )
         return status, None if status == "ok" else str(ref.path[depth])
+
+    def ref_walk(self, ref: Reference) -> _Walk | None:
+        """``ref``'s path walked through its producer's output schema (the producer must exist;
+        ``None`` when its shape is unknown), once per (producer, path): the output fields and
+        the argument types read the same ones."""
+        key = (ref.step, ref.path)
+        walks = self._ref_walks
+        if key in walks:
+            return walks[key]
+        schema = self.producer_schema(ref.step)
+        walked = walks[key] = None if schema is None else self._walk(schema, ref.path)
+        return walked
 
     def _walk(self, schema: Any, path: tuple[str | int, ...]) -> _Walk:
         key = (id(schema), path)
@@ -265,8 +253,7 @@ class Context:
         interpolated text, ``False`` when unknown."""
         first = self.first
         templates = self.templates
-        read: dict[tuple[str, tuple[str | int, ...]], Any] = {}  # (producer, path) -> types
-        by_ref: dict[int, tuple[Reference, Any]] = {}  # the same by id(reference): shared ones
+        by_ref: dict[int, tuple[Reference, Any]] = {}  # id(reference) -> it, its types
 
         def types_of(s: str) -> Any:
             if "$" not in s:
@@ -282,40 +269,28 @@ class Context:
             ref = t.single
             if ref is None:
                 return _TEXT
-            hit = by_ref.get(id(ref))
+            hit = by_ref.get(id(ref))  # the parser gives equal references as one object
             if hit is not None and hit[0] is ref:
                 return hit[1]
-            key = (ref.step, ref.path)
-            found = read.get(key)
-            if found is None:
-                found = read[key] = produced(ref)
+            found = produced(ref)
             by_ref[id(ref)] = (ref, found)
             return found
 
         def produced(ref: Reference) -> Any:
             if ref.step not in first:
                 return False
-            schema = self.producer_schema(ref.step)
-            if schema is None:
-                return False
-            status, _, _, types = self._walk(schema, ref.path)
-            return types if status == "ok" else False
+            walked = self.ref_walk(ref)
+            return walked[3] if walked is not None and walked[0] == "ok" else False
 
         return types_of
 
 
-class _Edges(dict[str, list[str]]):
-    """Edges by step id, each step's computed on first read."""
-
-    __slots__ = ("_of",)
-
-    def __init__(self, of: Callable[[str], list[str]]) -> None:
-        super().__init__()
-        self._of = of
-
-    def __missing__(self, sid: str) -> list[str]:
-        edges = self[sid] = self._of(sid)
-        return edges
+def _in_order(known: Mapping[str, int], edges: Mapping[str, list[str]]) -> bool:
+    position = known.__getitem__
+    for sid, ds in edges.items():  # noqa: SIM110 - all() of a generator: a call per step
+        if ds and max(map(position, ds)) >= known[sid]:
+            return False
+    return True
 
 
 _TEXT = frozenset({"string"})

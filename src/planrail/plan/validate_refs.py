@@ -262,8 +262,8 @@ def _output_field(
     producer = ctx.first.get(ref.step)
     if producer is None:
         return
-    schema = ctx.producer_schema(ref.step)
-    if schema is None:
+    walked = ctx.ref_walk(ref)
+    if walked is None:
         if producer.tool in ctx.registry and ref.step not in unchecked_warned:
             unchecked_warned.add(ref.step)
             ctx.warn(
@@ -274,7 +274,7 @@ def _output_field(
                 f" into '{ref.step}' (such as {ref}) are not checked",
             )
         return
-    status, detail = ctx.walk(schema, ref)
+    status, detail = ctx.walk(ref, walked)
     if status == "ok":
         fine.add((ref.step, ref.path))
     elif status == "missing":
