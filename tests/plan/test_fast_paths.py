@@ -9,6 +9,7 @@ once with every fast path replaced by the full one.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Iterator
@@ -626,6 +627,47 @@ def test_the_edges_and_the_plan_order_read_at_c_speed_are_the_walks(source: Any)
         refs = [r.step for _, r in ctx.refs.get(sid, []) if r.step != sid]
         assert edges[sid] == [d for d in step.depends_on if d in known and d != sid] + refs
     assert ctx.in_plan_order() == all(known[d] < known[s] for s, ds in edges.items() for d in ds)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.text(alphabet="${}<>#Ea b_TBDtodo", max_size=24),
+        st.sampled_from(["TBD", " your_x", "YOUR_name", "your x", "${a}", "x ${a} $${b}", "fast"]),
+    )
+)
+def test_placeholder_candidates_of_flat_arguments_are_the_walks(text: str) -> None:
+    """A string argument read in the flat loop is a candidate exactly when the walk (through
+    ``_literal``) makes it one, with the same literal text."""
+    from planrail.plan import placeholders
+    from planrail.plan.validate_context import Context
+
+    ctx = Context(FAST_TOOLS, PlanLimits())
+    with contextlib.suppress(ReferenceSyntaxError):
+        ctx.template(text)
+    flat = placeholders._candidates(ctx, {"k": text}, frozenset())
+    walked = placeholders._candidates(ctx, [text], frozenset())
+    assert flat == [(("k",), t) for _, t in walked]
+
+
+_FLAT_ARGS = st.dictionaries(
+    st.sampled_from(["a", "b", "c"]),
+    st.one_of(st.sampled_from([0, 1, True, False, None, "1", "", "a"]), st.integers(-1, 2)),
+    max_size=3,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_FLAT_ARGS, _FLAT_ARGS)
+@example({"a": 1}, {"a": True})
+@example({"a": 0, "b": False}, {"a": False, "b": 0})
+@example({"a": 1, "b": "x"}, {"b": "x", "a": 1})
+def test_the_flat_duplicate_key_tells_calls_apart_as_the_sorted_one(
+    a: dict[str, Any], b: dict[str, Any]
+) -> None:
+    assert (duplicates._call_key("t", a) == duplicates._call_key("t", b)) == (
+        _old_call_key("t", a) == _old_call_key("t", b)
+    )
 
 
 # ------------------------------------------------------------------ effects, $first

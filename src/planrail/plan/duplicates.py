@@ -21,11 +21,12 @@ __all__ = ["duplicate_calls_pass"]
 
 def duplicate_calls_pass(ctx: Context) -> None:
     """Warning ``duplicate_call``: a step repeats an earlier step's tool and arguments."""
-    first: dict[tuple[str, Any], str] = {}
+    first: dict[tuple[Any, ...], str] = {}
+    skipped = ctx.skipped
     for step in ctx.steps:
         if step.action != "tool_call" or not step.tool or step.for_each is not None:
             continue
-        if ctx.skips(step, "args"):  # malformed: reported, and left out (so empty here)
+        if skipped and ctx.skips(step, "args"):  # malformed: reported, left out (so empty)
             continue
         key = _call_key(step.tool, step.args)
         if key is None:  # not JSON: reported by the shape pass
@@ -41,13 +42,15 @@ def duplicate_calls_pass(ctx: Context) -> None:
             )
 
 
-def _call_key(tool: str, args: dict[str, Any]) -> tuple[str, Any] | None:
+def _call_key(tool: str, args: dict[str, Any]) -> tuple[Any, ...] | None:
     """What two calls share exactly when they are the same call: flat arguments of strings,
-    integers, booleans and nulls as a frozenset of (item, type) pairs (their types kept: ``1``
-    is not ``true``), anything else as canonical JSON."""
-    if _FLAT.issuperset(map(type, args.values())):
-        # the same items with the same types, in any order (keys are unique: a set will do)
-        return tool, frozenset(zip(args.items(), map(type, args.values()), strict=True))
+    integers, booleans and nulls as a frozenset of their items (in any order: keys are unique)
+    and the keys that hold booleans (``1`` is not ``true``, though they compare equal; no other
+    two of these types do), anything else as canonical JSON."""
+    kinds = set(map(type, args.values()))
+    if _FLAT.issuperset(kinds):
+        bools = frozenset(k for k, v in args.items() if type(v) is bool) if bool in kinds else None
+        return tool, frozenset(args.items()), bools
     try:
         return tool, json.dumps(args, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):

@@ -169,12 +169,6 @@ def placeholders_pass(ctx: Context) -> None:
     params: dict[str | None, tuple[dict[str, Any], frozenset[str]]] = {}
     none: tuple[dict[str, Any], frozenset[str]] = ({}, frozenset())
 
-    def tool_params(tool: str | None) -> tuple[dict[str, Any], frozenset[str]]:
-        found = params.get(tool)
-        if found is None:
-            found = params[tool] = _params(ctx, tool)
-        return found
-
     for step in ctx.steps:
         fields: list[tuple[str, Any, str | None]] = []
         if step.args:
@@ -187,7 +181,13 @@ def placeholders_pass(ctx: Context) -> None:
             fields.append(("prompt", step.prompt, None))
         for name, value, tool in fields:
             is_args = name[-4:] == "args"
-            props, templates = tool_params(tool) if is_args else none
+            if is_args:
+                found = params.get(tool)
+                if found is None:
+                    found = params[tool] = _params(ctx, tool)
+                props, templates = found
+            else:
+                props, templates = none
             for segs, text in _candidates(ctx, value, templates):
                 for hit in find_placeholders(text, step_ids=ids):
                     param = segs[0] if is_args and segs else None
@@ -235,10 +235,13 @@ def _candidates(
             if type(v) is str:  # the usual argument: checked here, without the stack
                 if "$" in v:
                     t = templates.get(v)
-                    if t is not None and t.single is not None:
-                        continue  # exactly one reference
-                elif not ("{" in v or "<" in v or "#E" in v or len(v) <= 20):
-                    continue  # plain text without a trigger
+                    if t is not None and (t.single is not None or _references_only(v)):
+                        continue  # exactly one reference, or references and escapes only
+                elif not ("{" in v or "<" in v or "#E" in v) and (
+                    len(v) > 20
+                    or (v.strip().lower() not in _SENTINELS and v[:5].lower() != "your_")
+                ):
+                    continue  # plain text without a trigger, not a sentinel: as _literal says
                 text = _literal(ctx, v)
                 if text is not None and k not in skip:
                     out.append(((k,), text))
@@ -264,16 +267,8 @@ def _literal(ctx: Context, v: str) -> str | None:
     if "$" in v:
         t = ctx.templates.get(v)  # parsed by the references pass
         if t is not None:
-            if t.single is not None:
-                return None
-            n = v.count("${")
-            if (
-                v.count("{") == n
-                and v.count("$") == n + v.count("$$")
-                and "<" not in v
-                and "#E" not in v
-            ):
-                return None  # references and escapes only: the usual case
+            if t.single is not None or _references_only(v):
+                return None  # the usual case
             return "\0".join(p for p in t.parts if type(p) is str)
         return v
     if "{" in v or "<" in v or "#E" in v:
@@ -281,6 +276,15 @@ def _literal(ctx: Context, v: str) -> str | None:
     if len(v) <= 20 and (v.strip().lower() in _SENTINELS or v[:5].lower() == "your_"):
         return v
     return None
+
+
+def _references_only(v: str) -> bool:
+    """Whether parsed text ``v`` holds only references and ``$${`` escapes besides plain text
+    without a trigger (``{``, ``<``, ``#E``): nothing in it may be a placeholder."""
+    n = v.count("${")
+    return (
+        v.count("{") == n and v.count("$") == n + v.count("$$") and "<" not in v and "#E" not in v
+    )
 
 
 def _sentinel(v: str) -> bool:

@@ -237,15 +237,10 @@ def output_fields_pass(ctx: Context) -> None:
     unchecked_warned: set[str] = set()
     # (producer, path) found in its output schema: thousands of steps read the same field
     fine: set[tuple[str, tuple[str | int, ...]]] = set()
-    # the same by id: the parser gives equal references as one object (kept by ctx.refs)
-    fine_ids: set[int] = set()
     for sid, refs in ctx.refs.items():
         for where, ref in refs:
-            if ref.path and id(ref) not in fine_ids:
-                if (ref.step, ref.path) not in fine:
-                    _output_field(ctx, sid, where, ref, unchecked_warned, fine)
-                if (ref.step, ref.path) in fine:
-                    fine_ids.add(id(ref))
+            if ref.path and (ref.step, ref.path) not in fine:
+                _output_field(ctx, sid, where, ref, unchecked_warned, fine)
     for where_, ref in ctx.output_refs:
         if ref.path and (ref.step, ref.path) not in fine:
             _output_field(ctx, None, where_, ref, unchecked_warned, fine)
