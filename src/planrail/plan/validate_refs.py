@@ -56,8 +56,7 @@ def dependencies_pass(ctx: Context) -> None:
 def references_pass(ctx: Context) -> None:
     """invalid_reference / unknown_step_reference / self_dependency / undeclared_dependency."""
     known = ctx.known
-    templates = ctx.templates
-    template = ctx.template
+    templates, parse = ctx.templates, ctx.parser  # what ctx.template does, without its call
     skipped = ctx.skipped
     refs_of, compiled_of, used_of = ctx.refs, ctx.compiled_refs, ctx.used
     paths: dict[StepPath, StepPath] = {}  # kept per reference: shared
@@ -75,7 +74,7 @@ def references_pass(ctx: Context) -> None:
             try:
                 t = templates.get(s)
                 if t is None:
-                    t = template(s)
+                    t = templates[s] = parse(s)
             except ReferenceSyntaxError as exc:
                 ctx.error("invalid_reference", sid, json_path(ctx.at(step), segments), exc.message)
                 continue

@@ -155,7 +155,7 @@ def shape_pass(ctx: Context) -> None:
                 f"$.steps[{i}].id",
                 f"step id '{sid}' is already used by steps[{known[sid]}]; ids are unique",
             )
-        step = _read_step(ctx, sid, raw, i)
+        step = plain_step(raw) or _read_step(ctx, sid, raw, i)  # the usual step built directly
         if step is None:
             continue
         if len(step.depends_on) > max_dependencies:
@@ -173,8 +173,10 @@ def shape_pass(ctx: Context) -> None:
         steps.append(step)
         if not _SCALAR_FIELDS.isdisjoint(raw):  # the usual step sets none of them
             _converted_scalars(ctx, step, raw, f"$.steps[{i}]")
-        if not ctx.skipped or not ctx.skips(step, "action"):
-            _action_fields(ctx, step, i)
+        if (step.action != "tool_call" or not step.tool) and (
+            not ctx.skipped or not ctx.skips(step, "action")
+        ):
+            _action_fields(ctx, step, i)  # (a tool_call step with a tool has nothing to check)
 
 
 def _plain_id(sid: Any) -> bool:
@@ -186,9 +188,6 @@ def _plain_id(sid: Any) -> bool:
 def _read_step(ctx: Context, sid: str, raw: dict[str, Any], i: int) -> Step | None:
     """The step, with malformed fields reported and left out; None if nothing can be read."""
     if raw.get("action", "tool_call") in ACTIONS:
-        step = plain_step(raw)  # the usual case, built directly
-        if step is not None:
-            return step
         try:
             return Step.model_validate(raw)
         except pydantic.ValidationError:
