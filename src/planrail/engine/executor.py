@@ -206,8 +206,6 @@ class Execution:
         self._stage_goals = stage_goals(plan)
 
     def _nodes(self, steps: Iterable[Step], priority: Mapping[str, float]) -> list[Node]:
-        if priority is not self._priority:  # steps added to an open plan
-            self._priority.update(priority)
         return [Node(s.id, s.depends_on, s.join, priority[s.id]) for s in steps]
 
     # ------------------------------------------------------------------ open plans
@@ -232,6 +230,7 @@ class Execution:
         if self.redactor is not None:
             self.redactor.add_steps(new)
         priority = self.compiled.priority(s.id for s in new)
+        self._priority.update(priority)
         self._skipped(self.scheduler.add(self._nodes(new, priority)))
         if self.status == "running":
             self._dispatch()
