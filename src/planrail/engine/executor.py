@@ -174,7 +174,8 @@ class Execution:
         self._background: list[asyncio.Task[None]] = []
         self.watch_interval = 0.5
         """Seconds between looks at the store for an operator's cancel request."""
-        self._steps: dict[str, Step] = dict(plan.by_id)
+        # Only an open plan's steps grow (extend): a sealed plan's are its own, not a copy.
+        self._steps: dict[str, Step] = dict(plan.by_id) if open_plan else plan.by_id
         self.effects = self.compiled.effects
         """Each step's effect (:mod:`planrail.plan.effects`): the one answer to "does it change
         the world", "may it run again", "does it need approval"."""
