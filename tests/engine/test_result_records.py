@@ -10,6 +10,7 @@ import pickle
 from typing import Any
 
 import planrail
+from planrail.engine import result as result_module
 from planrail.engine.result import OneAttempt, StepResult, keep_history, keep_usage
 from planrail.types import StepStatus
 
@@ -41,6 +42,9 @@ async def test_each_step_of_a_run_has_its_own_usage_dict() -> None:
 
 async def test_a_plain_step_reads_its_one_attempt_as_the_attempt_loop_records_it() -> None:
     result = await planrail.arun(_plan(), [double])
+    kept = result_module._HISTORY.__get__(result.steps["b"])
+    assert type(kept) is OneAttempt, "until it is read, the record holds two floats"
+    assert result_module._USAGE.__get__(result.steps["b"]) is None
     history = result.steps["b"].attempt_history
     assert type(history) is list
     assert [sorted(h) for h in history] == [["attempt", "duration", "error", "started_at"]]
