@@ -123,7 +123,8 @@ def test_live_progress_keeps_one_line_per_step_on_a_narrow_terminal() -> None:
         console.print(progress.render())
     lines = cap.get().splitlines()
     assert len(lines) == 3, lines
-    assert lines[1].startswith("✗ a       failed") and lines[1].endswith("…")
+    assert lines[1].startswith("✗ a       failed")
+    assert lines[1].endswith("…")
     assert lines[2].startswith("· long_id pending")
     assert all(len(line) <= 40 for line in lines)
 
