@@ -6,6 +6,7 @@ with a call ledger), through every store."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,23 @@ async def test_items_cut_off_by_another_items_failure_are_in_doubt_not_failed(
     assert done.status == "succeeded"
     assert sorted(ledger[len(ITEMS) :]) == [12, 13]
     assert done.steps["pay"].output == [{"paid": n} for n in ITEMS]
+
+
+async def test_a_stored_plan_that_no_longer_validates_is_a_clear_refusal_for_an_item(
+    open_store: Opener,
+) -> None:
+    """The run's stored plan does not validate any more (written by an older planrail, or
+    edited): deciding one item is refused with an ``OperationError`` saying why (not a
+    pydantic traceback), and deciding the step as a whole still works."""
+    payments = Payments()
+    await _cut_off(open_store(), payments)
+    store = open_store()
+    run = store.get_run("fan")
+    assert run is not None
+    broken = {**run.plan, "steps": [*run.plan["steps"], {"id": "x", "tool": 7}]}  # not a str
+    store.commit(run=dataclasses.replace(run, plan=broken))
+
+    with pytest.raises(operations.OperationError, match=r"does not validate any more.*as a whole"):
+        operations.resolve(store, "fan", "pay", "retry", item=1)
+    operations.resolve(store, "fan", "pay", "retry")
+    assert store.get_steps("fan")["pay"].status == "pending"

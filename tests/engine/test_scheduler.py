@@ -342,6 +342,26 @@ def test_added_steps_see_the_state_of_what_already_ran() -> None:
     assert sched.take_ready() == ["uses_slow"]
 
 
+def test_a_final_step_lets_go_of_its_dependents_and_later_steps_still_see_it() -> None:
+    """Once a step is final and has told its dependents, the scheduler keeps no list of them
+    (memory at 100,000 steps); a step added on it afterwards is decided from its state, and an
+    ``in_doubt`` step keeps its dependents until an operator decides."""
+    sched = sched_of(DIAMOND, close=False)
+    run_ok(sched, "a")
+    assert sched._entries["a"].dependents is None
+    assert sched._entries["b"].dependents == ["d"]
+    assert sched.add([Node("late", ("a",))]) == []
+    assert sorted(sched.take_ready()) == ["b", "c", "late"]
+    sched.start("b")
+    sched.in_doubt("b")
+    assert sched._entries["b"].dependents == ["d"]
+    sched.retry_in_doubt("b")
+    assert sched.take_ready() == ["b"]
+    run_ok(sched, "b")
+    run_ok(sched, "c")
+    assert sched.take_ready() == ["d"]
+
+
 def test_added_batch_in_any_order_propagates_an_immediate_skip() -> None:
     """A batch added after a failure may list a dependent before its dependency: when the
     dependency is skipped at once, its dependents in the same batch are skipped too (and an

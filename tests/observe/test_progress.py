@@ -113,6 +113,22 @@ def test_live_progress_keeps_interesting_rows_when_the_plan_is_big() -> None:
     assert "… 95 more step(s)" in text_of(progress)
 
 
+def test_live_progress_keeps_one_line_per_step_on_a_narrow_terminal() -> None:
+    """A long failure reason is cut at the terminal's width: each step stays one line, its
+    columns aligned on the longest step id shown."""
+    progress, _ = live(["a", "long_id"])
+    progress.on_event(ev(E.STEP_FAILED, 1.0, "a", 1, error={"type": "X", "message": "m" * 300}))
+    console = Console(file=io.StringIO(), width=40, no_color=True)
+    with console.capture() as cap:
+        console.print(progress.render())
+    lines = cap.get().splitlines()
+    assert len(lines) == 3, lines
+    assert lines[1].startswith("✗ a       failed")
+    assert lines[1].endswith("…")
+    assert lines[2].startswith("· long_id pending")
+    assert all(len(line) <= 40 for line in lines)
+
+
 def test_live_display_draws_on_enter_and_exit() -> None:
     """Used as a context manager it draws the final table on the terminal."""
     progress, out = live(["a"])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
+from planrail.plan import duplicates
 from planrail.plan.stages import STAGE_CODES, stage_goals, stage_of
 from planrail.plan.validate import CODES, validate
 
@@ -213,3 +215,33 @@ def test_duplicate_call_warns_on_the_same_tool_with_the_same_arguments() -> None
             " instead of calling it again",
         ),
     ]
+
+
+def test_duplicate_call_tells_apart_calls_whose_keys_share_a_hash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pass keeps the first step of each call by the hash of its key: with every key given
+    the same hash it reports exactly what it reports with real hashes."""
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "search", "args": {"q": "paris", "n": 3}},
+            {"id": "b", "tool": "search", "args": {"q": "rome", "n": [3]}},
+            {"id": "c", "tool": "search", "args": {"n": 3, "q": "paris"}},
+            {"id": "d", "tool": "search", "args": {"q": "rome", "n": [3]}},
+            {"id": "e", "tool": "fetch", "args": {"q": "paris", "n": 3}},
+            {"id": "f", "tool": "search", "args": {"q": "paris", "n": 3}},
+        ]
+    }
+
+    def dupes() -> list[tuple[str | None, str]]:
+        report = validate(copy.deepcopy(plan))
+        return [(w.step, w.message) for w in report.warnings if w.code == "duplicate_call"]
+
+    real = dupes()
+    assert [(s, m.split("as step ")[1][:3]) for s, m in real] == [
+        ("c", "'a'"),
+        ("d", "'b'"),
+        ("f", "'a'"),
+    ]
+    monkeypatch.setattr(duplicates, "hash", lambda _: 0, raising=False)
+    assert dupes() == real

@@ -115,3 +115,17 @@ def test_a_malformed_policy_file_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "action must be one of" in " ".join(result.output.split())
     assert _paid(tmp_path) == []
+
+
+def test_strict_review_refuses_a_placeholder_as_run_does(tmp_path: Path) -> None:
+    """``review --strict`` validates with the strict policy's options, as ``run --strict``
+    does: a placeholder payee in a side-effecting step is an invalid plan (exit 3, the issue
+    printed as by ``validate``) on both, and nothing is paid."""
+    args = [*_setup(tmp_path, pay_plan(payee="<payee_name>"), None), "--strict"]
+    review = ["review", *args[1:4], "--strict", "--json"]
+    for command in (review, args):
+        result = _invoke(command)
+        assert result.exit_code == 3, result.output
+        issues = json.loads(result.stdout)["errors"]
+        assert [i["code"] for i in issues] == ["placeholder_literal"], issues
+    assert _paid(tmp_path) == []

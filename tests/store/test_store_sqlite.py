@@ -242,3 +242,28 @@ def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
     """Pointing the store at a folder is a StoreError that says so."""
     with pytest.raises(StoreError, match="is a directory"):
         SQLiteStore(tmp_path)
+
+
+def test_commits_of_a_run_are_not_checkpointed_until_the_wal_is_large(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    """A run's commits stay in the WAL well past SQLite's default 1,000 pages (no checkpoint
+    lands inside a run of a thousand steps), and closing the store checkpoints them all."""
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    store.create_run(make_run())
+    conn = store._conn
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (sqlite_module._WAL_PAGES,)
+    checkpointed = os.stat(path).st_mtime_ns, os.path.getsize(path)
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    n = 800  # each commit writes the run's row, two pages or more: beyond 1,000 pages
+    for i in range(n):
+        store.commit(run=make_run(output={"n": i, "pad": "x" * page}))
+    assert os.path.getsize(f"{path}-wal") > 1_500 * page
+    assert (os.stat(path).st_mtime_ns, os.path.getsize(path)) == checkpointed
+    store.close()
+    assert not os.path.exists(f"{path}-wal")  # the last connection checkpointed everything
+    with SQLiteStore(path) as again:
+        run = again.get_run("run-1")
+        assert run is not None
+        assert run.output["n"] == n - 1

@@ -32,8 +32,9 @@ from planrail.cli.common import (
 )
 from planrail.engine.approval_view import ApprovalView, build_view
 from planrail.errors import PlanrailError
-from planrail.plan.validate import validate
+from planrail.plan.validate import check_plan
 from planrail.runs import prepare
+from planrail.runs.build import validation_options
 
 __all__ = ["print_view"]
 
@@ -117,14 +118,14 @@ def review_cmd(
     console = out(json_out)
     check_plan_path(plan, console)
     registry = registry_from(tools, catalog, console)
-    report = validate(plan, registry)
+    security = security_policy(policy, strict, console)
+    # Validated once, with the options the policy's run needs: prepare() does not do it again.
+    report = check_plan(plan, registry, options=validation_options(security))
     if report.compiled is None:
         report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
     try:
-        execution = prepare(
-            report.compiled, registry, security=security_policy(policy, strict, console)
-        )
+        execution = prepare(report.compiled, registry, security=security)
     except PlanrailError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
     view = build_view(execution.approval_request())

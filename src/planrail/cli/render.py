@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -84,12 +85,27 @@ def print_plan(console: Console, compiled: CompiledPlan) -> None:
     console.print(table)
 
 
-def print_result(console: Console, result: RunResult, order: Iterable[str] | None = None) -> None:
-    """The final summary table of a run."""
+RESULT_ROWS = 50
+"""At most this many steps get a row in a run's summary; the rest are counted in one line."""
+
+
+def print_result(
+    console: Console,
+    result: RunResult,
+    order: Iterable[str] | None = None,
+    rows: int = RESULT_ROWS,
+) -> None:
+    """The final summary table of a run: a row per step, at most ``rows`` of them.
+
+    A larger run shows every step that did not succeed first (in plan order, up to ``rows``),
+    then succeeded ones while rows are left, and counts the rest by status in one line:
+    rendering a table of thousands of rows takes seconds and shows nothing a person reads.
+    ``planrail show RUN_ID`` and ``--json`` list every step."""
     table = Table(title=f"run {result.run_id}: {result.status}")
     for col in ("step", "status", "attempts", "duration", "output / error / reason"):
         table.add_column(col)
-    for sid in order or result.steps:
+    shown, folded = _fold(result, list(order or result.steps), rows)
+    for sid in shown:
         r = result.steps[sid]
         icon, style = STATUS_STYLE.get(str(r.status), ("", ""))
         dur = (
@@ -105,8 +121,27 @@ def print_result(console: Console, result: RunResult, order: Iterable[str] | Non
             detail = _short(r.output)
         table.add_row(sid, f"[{style}]{icon} {r.status}[/]", str(r.attempts), dur, detail)
     console.print(table)
+    if folded:
+        counts = Counter(str(result.steps[sid].status) for sid in folded)
+        said = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        console.print(
+            f"… and {len(folded)} more step(s) not shown ({said}):"
+            f" `planrail show {result.run_id}` or --json lists every step"
+        )
     if result.error:
         console.print(f"[red]{escape(result.error)}[/]")
+
+
+def _fold(result: RunResult, order: list[str], rows: int) -> tuple[list[str], list[str]]:
+    """The steps that get a row (in ``order``) and the ones that are only counted."""
+    if len(order) <= rows:
+        return order, []
+    first = [sid for sid in order if str(result.steps[sid].status) != "succeeded"][:rows]
+    first += [sid for sid in order if str(result.steps[sid].status) == "succeeded"][
+        : rows - len(first)
+    ]
+    chosen = set(first)
+    return [sid for sid in order if sid in chosen], [sid for sid in order if sid not in chosen]
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from planrail.engine.resources import ResourceGate
+from planrail.engine.result import OneAttempt
 from planrail.engine.runners import Leftovers, stop_watching, watch_calls
 from planrail.errors import CallCrashedError, error_dict
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
@@ -82,9 +83,14 @@ class Tally:
 
     attempts: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, int] | None = None
+    """Token usage, once a call reported some (None: none)."""
 
-    def add_usage(self, usage: dict[str, int]) -> None:
+    def add_usage(self, usage: dict[str, int] | None) -> None:
+        if not usage:
+            return
+        if self.usage is None:
+            self.usage = {}
         for k, v in usage.items():
             self.usage[k] = self.usage.get(k, 0) + v
 
@@ -298,11 +304,14 @@ class AttemptLoop:
             return Result(False, exc=exc)
         return Result(False, exc=self.deadline_error(sid), fatal=True)
 
-    def settle(self, step: Any, tally: Tally, began: float) -> None:
+    def settle(self, step: Any, began: float) -> OneAttempt:
         """A plain step's one attempt (no retry, timeout, resource or deadline; the step runner
-        counts it and calls ``before_attempt``) succeeded: the same record and hook as
-        :meth:`run`."""
-        self._notify(step, self._record(tally, tally.attempts, began, None))
+        calls ``before_attempt``) succeeded: the same hook as :meth:`run`, and its record in
+        the compact form a step result keeps (:class:`~planrail.engine.result.OneAttempt`)."""
+        one = OneAttempt(began, self.clock.monotonic() - began)
+        if self.on_attempt is not None:
+            self.on_attempt(step, one.record())
+        return one
 
     def settle_failed(
         self, step: Any, args: Any, tally: Tally, began: float, exc: Exception

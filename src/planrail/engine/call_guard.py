@@ -29,7 +29,7 @@ from planrail.errors import RepeatedCallError
 from planrail.plan.model import Step
 from planrail.policies.limits import RunPolicy
 
-__all__ = ["CallGuard", "CallSite"]
+__all__ = ["CallGuard", "CallSite", "canonical_json"]
 
 
 class CallSite(NamedTuple):
@@ -174,11 +174,13 @@ def _key(tool: str, args: Any) -> int:
     process only, and a collision would merely count one call too many toward
     ``max_identical_calls``.
     """
-    return hash((tool, _canonical(args)))
+    return hash((tool, canonical_json(args)))
 
 
-def _canonical(args: Any) -> str:
-    """JSON text with sorted keys and no spaces (``default=str`` for what JSON cannot hold)."""
+def canonical_json(args: Any) -> str:
+    """JSON text with sorted keys and no spaces (``default=str`` for what JSON cannot hold):
+    what ``json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    default=str)`` returns, the guard's key and the intent's arguments hash alike."""
     if _ENCODE is not None:
         try:
             return "".join(_ENCODE(args, 0))

@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from planrail.engine.call_guard import canonical_json
 from planrail.engine.events import Event
 from planrail.engine.owners import Owner, owner_gone, this_owner
 from planrail.engine.result import StepResult
@@ -71,8 +71,7 @@ class LeaseLostError(ExecutionError):
 
 def args_hash(args: Any) -> str:
     """A stable hash of resolved arguments (canonical JSON)."""
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
 
 
 def _owner() -> str:

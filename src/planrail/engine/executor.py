@@ -27,7 +27,7 @@ from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import Checkpointer, LeaseLostError, RunBusyError
 from planrail.engine.events import Event, EventType
 from planrail.engine.guard import SecurityGuard
-from planrail.engine.result import RunResult, StepResult
+from planrail.engine.result import RunResult, StepResult, keep_history, keep_usage
 from planrail.engine.runners import LocalRunner
 from planrail.engine.scheduler import Node, Scheduler, Skip
 from planrail.engine.stages import Boundary, StageGate, confirm_stage
@@ -174,7 +174,8 @@ class Execution:
         self._background: list[asyncio.Task[None]] = []
         self.watch_interval = 0.5
         """Seconds between looks at the store for an operator's cancel request."""
-        self._steps: dict[str, Step] = dict(plan.by_id)
+        # Only an open plan's steps grow (extend): a sealed plan's are its own, not a copy.
+        self._steps: dict[str, Step] = dict(plan.by_id) if open_plan else plan.by_id
         self.effects = self.compiled.effects
         """Each step's effect (:mod:`planrail.plan.effects`): the one answer to "does it change
         the world", "may it run again", "does it need approval"."""
@@ -206,8 +207,6 @@ class Execution:
         self._stage_goals = stage_goals(plan)
 
     def _nodes(self, steps: Iterable[Step], priority: Mapping[str, float]) -> list[Node]:
-        if priority is not self._priority:  # steps added to an open plan
-            self._priority.update(priority)
         return [Node(s.id, s.depends_on, s.join, priority[s.id]) for s in steps]
 
     # ------------------------------------------------------------------ open plans
@@ -232,6 +231,7 @@ class Execution:
         if self.redactor is not None:
             self.redactor.add_steps(new)
         priority = self.compiled.priority(s.id for s in new)
+        self._priority.update(priority)
         self._skipped(self.scheduler.add(self._nodes(new, priority)))
         if self.status == "running":
             self._dispatch()
@@ -726,8 +726,8 @@ class Execution:
         if self.redactor is not None:  # what a person or a trace reads of this step
             res.error, res.reason = self.redactor.scrub((outcome.error, outcome.reason))
         res.degraded = outcome.degraded
-        res.attempt_history = outcome.history
-        res.usage = outcome.usage
+        keep_history(res, outcome.history)
+        keep_usage(res, outcome.usage)
         res.status = outcome.status
         self._calling.discard(sid)
         if outcome.args is not None:

@@ -141,14 +141,23 @@ def resolve(
     if output is not None and decision != "succeeded":
         raise OperationError("an output goes with the decision 'succeeded' only")
     run = _idle_run(store, run_id, clock)
-    record = store.get_steps(run_id).get(step_id)
+    records = store.get_steps(run_id)
+    record = records.get(step_id)
     if record is None or record.status not in (S.IN_DOUBT, S.RUNNING):
         state = record.status if record is not None else "not started"
         raise OperationError(f"step '{step_id}' is {state}, not in doubt", run_id=run_id)
     now = clock.now()
-    redactor = _redactor(run, registry)
+    plan = _stored_plan(run)
+    redactor = None if plan is None else Redactor.for_plan(plan, registry or ToolRegistry())
     if item is not None:
-        _resolve_item(store, run, record, item, decision, output, by, redactor, now)
+        if plan is None:
+            raise OperationError(
+                f"the stored plan of run '{run_id}' does not validate any more, so its for_each"
+                f" items cannot be told apart: decide step '{step_id}' as a whole (no item)",
+                run_id=run_id,
+            )
+        step = plan.by_id.get(step_id)
+        _resolve_item(store, run, step, records, record, item, decision, output, by, redactor, now)
         return
     status = {"succeeded": S.SUCCEEDED, "failed": S.FAILED, "retry": S.PENDING}[decision]
     kept = output if redactor is None else redactor.output(step_id, output)
@@ -172,6 +181,8 @@ def resolve(
 def _resolve_item(
     store: Store,
     run: RunRecord,
+    step: Step | None,
+    records: dict[str, StepRecord],
     record: StepRecord,
     item: int,
     decision: Decision,
@@ -182,7 +193,6 @@ def _resolve_item(
 ) -> None:
     """One in-doubt item of a fan-out step decided (see :func:`resolve`)."""
     step_id, run_id = record.step_id, run.run_id
-    step = _plan(run).by_id.get(step_id)
     if step is None or step.for_each is None:
         raise OperationError(
             f"step '{step_id}' is not a for_each fan-out: decide it as a whole (no item)",
@@ -205,7 +215,7 @@ def _resolve_item(
             run_id=run_id,
         )
     if decision == "succeeded":
-        value = _item_value(store, run, step, item)
+        value = _item_value(records, run, step, item)
         kept[str(item)] = {
             "item": value,
             "output": output if redactor is None else redactor.output(step_id, output),
@@ -251,14 +261,10 @@ def _items_in_doubt(
     return {i for i in started if str(i) not in kept and str(i) not in decided}
 
 
-def _item_value(store: Store, run: RunRecord, step: Step, item: int) -> Any:
+def _item_value(records: dict[str, StepRecord], run: RunRecord, step: Step, item: int) -> Any:
     """The ``for_each`` list's item ``item``, resolved from the stored outputs (a resume keeps
     a decided item only while its value is the same)."""
-    outputs = {
-        sid: rec.output
-        for sid, rec in store.get_steps(run.run_id).items()
-        if rec.status == S.SUCCEEDED
-    }
+    outputs = {sid: rec.output for sid, rec in records.items() if rec.status == S.SUCCEEDED}
     try:
         items = compile_args(step.for_each)(outputs)
     except (ReferenceResolutionError, ValueError) as exc:
@@ -280,7 +286,8 @@ def retry_step(
     """Make a failed step run again on the next resume (with its same idempotency key); the
     steps skipped because of it run again too."""
     run = _idle_run(store, run_id, clock)
-    record = store.get_steps(run_id).get(step_id)
+    records = store.get_steps(run_id)
+    record = records.get(step_id)
     if record is None or record.status != S.FAILED:
         state = record.status if record is not None else "not started"
         raise OperationError(f"step '{step_id}' is {state}, not failed", run_id=run_id)
@@ -340,13 +347,10 @@ def _event(run_id: str, at: float, action: str, by: str, **details: Any) -> Even
     )
 
 
-def _plan(run: RunRecord) -> Plan:
-    return Plan.model_validate(run.plan)
-
-
-def _redactor(run: RunRecord, registry: ToolRegistry | None) -> Redactor | None:
+def _stored_plan(run: RunRecord) -> Plan | None:
+    """The run's stored plan, or None when it does not validate any more (a newer planrail
+    may check more than the one that stored it)."""
     try:
-        plan = _plan(run)
+        return Plan.model_validate(run.plan)
     except ValueError:
         return None
-    return Redactor.for_plan(plan, registry or ToolRegistry())

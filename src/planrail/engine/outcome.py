@@ -3,10 +3,11 @@ results of its units of work (a step, or the items of a fan-out) become one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from planrail.engine.attempts import Result, Tally
+from planrail.engine.result import OneAttempt
 from planrail.errors import CallCrashedError, PlanrailError, error_dict
 from planrail.types import StepStatus
 
@@ -27,9 +28,10 @@ class Outcome:
     degraded: bool = False
     args: Any = None
     """The resolved arguments the action was performed with (for records and ``show --step``)."""
-    history: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    """LLM token usage (``input_tokens``, ``output_tokens``, ``calls``)."""
+    history: list[dict[str, Any]] | OneAttempt | None = None
+    """The attempt records (None: none; :class:`~.result.OneAttempt`: one plain attempt)."""
+    usage: dict[str, int] | None = None
+    """LLM token usage (``input_tokens``, ``output_tokens``, ``calls``); None: none."""
     fatal: bool = False
     """The whole run must stop (a budget or limit was exceeded), not just this step."""
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from planrail.types import StepStatus
 
-__all__ = ["RunResult", "StepResult"]
+__all__ = ["OneAttempt", "RunResult", "StepResult", "keep_history", "keep_usage"]
+
+_UNSET: Any = None
+"""The default of a field made on first read (see :func:`_made_on_read`)."""
 
 
 @dataclass(slots=True)
@@ -26,9 +30,10 @@ class StepResult:
     """Why the step was skipped, cancelled, in doubt or degraded."""
     degraded: bool = False
     """Succeeded through its fallback."""
-    attempt_history: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    """LLM token usage, when the step called a model."""
+    attempt_history: list[dict[str, Any]] = _UNSET
+    """One record per attempt (``docs/policies.md``); a new list unless one is given."""
+    usage: dict[str, int] = _UNSET
+    """LLM token usage, when the step called a model; a new dict unless one is given."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +46,62 @@ class StepResult:
             "error": self.error,
             "reason": self.reason,
         }
+
+
+class OneAttempt:
+    """The one attempt of a step that succeeded at its first call with nothing around it
+    (most steps), until someone reads ``attempt_history``: two floats instead of a list
+    holding a dict of four keys."""
+
+    __slots__ = ("duration", "started_at")
+
+    def __init__(self, started_at: float, duration: float) -> None:
+        self.started_at = started_at
+        self.duration = duration
+
+    def record(self) -> dict[str, Any]:
+        """The attempt's record, as the attempt loop writes it."""
+        return {
+            "attempt": 1,
+            "started_at": self.started_at,
+            "duration": self.duration,
+            "error": None,
+        }
+
+
+def _made_on_read(name: str, make: Callable[[Any], Any]) -> Any:
+    """``StepResult.<name>`` reads as always, but its value is made on first read.
+
+    A big run keeps one record per step, and nearly every step has no token usage and one
+    plain attempt: an empty dict and a list holding a dict of four keys, per step, for nobody
+    to read (over 300 bytes). Here the slot holds None or a :class:`OneAttempt` until it is
+    read; the first read makes the value (``make`` of what the slot holds) and keeps it, so
+    changes to it stay, and no two records share one. Assigning works as for any field."""
+    slot = StepResult.__dict__[name]  # the slot's own descriptor, from dataclass(slots=True)
+
+    def get(self: StepResult) -> Any:
+        value = slot.__get__(self, StepResult)
+        if value is None or type(value) is OneAttempt:
+            value = make(value)
+            slot.__set__(self, value)
+        return value
+
+    setattr(StepResult, name, property(get, slot.__set__))
+    return slot
+
+
+_HISTORY = _made_on_read("attempt_history", lambda kept: [] if kept is None else [kept.record()])
+_USAGE = _made_on_read("usage", lambda _: {})
+
+
+def keep_history(res: StepResult, history: list[dict[str, Any]] | OneAttempt | None) -> None:
+    """Record a step's attempts (a list, or the compact form of its one plain attempt)."""
+    _HISTORY.__set__(res, history)
+
+
+def keep_usage(res: StepResult, usage: dict[str, int] | None) -> None:
+    """Record a step's token usage (None: none, an empty dict made if someone reads it)."""
+    _USAGE.__set__(res, usage)
 
 
 @dataclass

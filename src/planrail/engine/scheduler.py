@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from planrail.types import StepStatus
 
@@ -83,7 +83,8 @@ class _Entry:
     waiting: int = 0
     """Dependencies that have not finished yet."""
     succeeded: int = 0
-    dependents: list[str] = field(default_factory=list)
+    dependents: list[str] | None = None
+    """The steps waiting for this one to be final (None: none, or it is final and told them)."""
     cause: str | None = None
     """The step whose failure led to this one being skipped (the root, through skipped steps)."""
 
@@ -136,12 +137,15 @@ class Scheduler:
                     raise ValueError(f"step {node.id!r} depends on unknown step {dep!r}")
                 if dep == node.id:
                     raise ValueError(f"step {node.id!r} depends on itself")
-                dep_entry.dependents.append(node.id)
                 if dep_entry.state in _DONE:
                     if dep_entry.state == S.SUCCEEDED:
                         entry.succeeded += 1
+                    continue
+                entry.waiting += 1
+                if dep_entry.dependents is None:
+                    dep_entry.dependents = [node.id]
                 else:
-                    entry.waiting += 1
+                    dep_entry.dependents.append(node.id)
         for node in batch:
             if self._settle(node.id, skips):
                 # Skipped at once: dependents in this same batch counted it as waiting.
@@ -268,7 +272,10 @@ class Scheduler:
             done_id = todo.pop()
             done = entries[done_id]
             ok = done.state == S.SUCCEEDED
-            for dep_id in done.dependents:
+            # Final: nothing reads its dependents again (a step added later that depends on it
+            # counts it at once), so a big run keeps no list per finished step.
+            dependents, done.dependents = done.dependents, None
+            for dep_id in dependents or ():
                 child = entries[dep_id]
                 child.waiting -= 1
                 if ok:

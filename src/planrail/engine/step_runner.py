@@ -174,8 +174,8 @@ class StepRunner:
         )
         self._fillers: dict[str | tuple[str, str], Filler] = {}
         self._filled_once: set[str | tuple[str, str]] = set()
-        """The fields filled once so far: a step's id for its ``args`` (nearly every entry, so no
-        tuple per step), ``(id, field)`` for the others."""
+        """The fields filled once so far (plain steps' arguments aside, see :meth:`_plain`): a
+        step's id for its ``args`` (no tuple per step), ``(id, field)`` for the others."""
         self._predicates: dict[tuple[str, str], Predicate] = {}
         self._fallback_steps: dict[str, Step] = {}
         self._effects: dict[tuple[str, str], Effect] = {}
@@ -255,18 +255,20 @@ class StepRunner:
         outputs: Mapping[str, Any],
         context: Callable[[int], StepContext],
     ) -> Outcome:
-        """One call of the step's tool: what :meth:`_unit` does for it, minus the policies."""
-        tally = Tally()
+        """One call of the step's tool: what :meth:`_unit` does for it, minus the policies.
+
+        Its arguments are filled once, so they are not compiled for a second fill (nor is the
+        step remembered as filled: a set entry per step for nothing)."""
         try:
-            args = self._filled(step, "args", step.args, outputs)
+            args = resolve_value(step.args, outputs, self._first, self.parse)
         except (ReferenceResolutionError, ValueError) as exc:
-            return outcome_of(Result(False, exc=exc), tally)
+            return outcome_of(Result(False, exc=exc), Tally())
         loop = self.loop
         if loop.guard is not None:
             refused = loop.refused(step, None, _NO_EXTRA, args)
             if refused is not None:
-                return outcome_of(refused, tally)
-        tally.attempts = 1  # its one attempt, announced as AttemptLoop.run announces each
+                return outcome_of(refused, Tally())
+        # Its one attempt, announced as AttemptLoop.run announces each.
         before = loop.before_attempt
         if before is not None:
             hooked = before(step, None, 1, args)
@@ -277,11 +279,9 @@ class StepRunner:
         try:
             output = action.finish(tool, await action.start(tool, copy_json(args), ctx))
         except Exception as exc:
+            tally = Tally(1)
             return outcome_of(loop.settle_failed(step, args, tally, began, exc), tally)
-        loop.settle(step, tally, began)
-        return Outcome(
-            S.SUCCEEDED, output, attempts=tally.attempts, args=args, history=tally.history
-        )
+        return Outcome(S.SUCCEEDED, output, attempts=1, args=args, history=loop.settle(step, began))
 
     def _plain_tool(self, step: Step, handler: ActionHandler) -> Tool | None:
         """The tool of a step with no policy around its one call (most steps), else None.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planrail.plan.model import Step
 from planrail.plan.validate_context import Context
 
 __all__ = ["duplicate_calls_pass"]
@@ -21,7 +22,10 @@ __all__ = ["duplicate_calls_pass"]
 
 def duplicate_calls_pass(ctx: Context) -> None:
     """Warning ``duplicate_call``: a step repeats an earlier step's tool and arguments."""
-    first: dict[tuple[Any, ...], str] = {}
+    # The first step of each call, by the hash of the call's key: a big plan's keys are mostly
+    # canonical JSON texts, and holding one per step made this pass the peak of a validation's
+    # memory. Steps whose keys share a hash are told apart by building the earlier keys again.
+    first: dict[int, Step | list[Step]] = {}
     skipped = ctx.skipped
     for step in ctx.steps:
         if step.action != "tool_call" or not step.tool or step.for_each is not None:
@@ -31,14 +35,22 @@ def duplicate_calls_pass(ctx: Context) -> None:
         key = _call_key(step.tool, step.args)
         if key is None:  # not JSON: reported by the shape pass
             continue
-        earlier = first.setdefault(key, step.id)
-        if earlier != step.id:
+        digest = hash(key)
+        seen = first.get(digest)
+        if seen is None:
+            first[digest] = step
+            continue
+        steps = seen if isinstance(seen, list) else [seen]
+        earlier = next((s for s in steps if _call_key(s.tool or "", s.args) == key), None)
+        if earlier is None:  # another call whose key has the same hash
+            first[digest] = [*steps, step]
+        elif earlier.id != step.id:
             ctx.warn(
                 "duplicate_call",
                 step.id,
                 f"{ctx.at(step)}.args",
                 f"step '{step.id}' calls '{step.tool}' with the same arguments as step"
-                f" '{earlier}'; reference ${{{earlier}}} instead of calling it again",
+                f" '{earlier.id}'; reference ${{{earlier.id}}} instead of calling it again",
             )
 
 

@@ -149,36 +149,25 @@ class Redactor:
 
     @classmethod
     def for_plan(cls, plan: Plan, registry: ToolRegistry) -> Redactor | None:
-        """A redactor for ``plan``, or ``None`` if no step calls a tool with secrets (the plan
-        is compiled for it: its references are read, as a run's redactor reads them)."""
+        """A redactor for ``plan``, or ``None`` if no step calls a tool with secrets (only then
+        is the plan compiled: its references are read, as a run's redactor reads them)."""
         from planrail.plan.compiled import CompiledPlan  # (compiled → tools → this module)
 
         if not _has_secrets(plan.steps, registry):
             return None
-        return cls.for_compiled(CompiledPlan.of(plan, registry))
+        return cls._of(CompiledPlan.of(plan, registry))
 
     @classmethod
     def for_compiled(cls, compiled: CompiledPlan, *, always: bool = False) -> Redactor | None:
         """A redactor for a compiled plan (an open one grows: :meth:`add_steps`), or ``None``
         if no step calls a tool with secrets and not ``always``."""
-        steps = {sid: c.step for sid, c in compiled.steps.items()}
-        return cls.for_steps(steps, compiled.registry, always=always, compiled=compiled)
+        if always or _has_secrets((c.step for c in compiled.steps.values()), compiled.registry):
+            return cls._of(compiled)
+        return None
 
     @classmethod
-    def for_steps(
-        cls,
-        steps: Mapping[str, Step],
-        registry: ToolRegistry,
-        *,
-        always: bool = False,
-        compiled: CompiledPlan | None = None,
-    ) -> Redactor | None:
-        """A redactor for a plan's ``steps`` (step id → step; an open plan adds more with
-        :meth:`add_steps`), or ``None`` if no step calls a tool with secrets and not
-        ``always``."""
-        if always or _has_secrets(steps.values(), registry):
-            return cls(steps, registry, compiled)
-        return None
+    def _of(cls, compiled: CompiledPlan) -> Redactor:
+        return cls({sid: c.step for sid, c in compiled.steps.items()}, compiled.registry, compiled)
 
     # ------------------------------------------------------------------ static knowledge
 

@@ -63,16 +63,21 @@ _EMPTY = {type(None): "null", dict: "{}", list: "[]"}
 """The JSON text of the values most fields hold (no output yet, no error, no history)."""
 
 
+def _not_json(what: str, exc: Exception) -> StoreError:
+    return StoreError(f"cannot store {what}: it is not plain JSON data ({exc})")
+
+
 def dump(value: Any, what: str) -> str:
     """``value`` as JSON text; a value JSON cannot hold is a ``StoreError`` naming ``what``."""
     try:
         return _encoder.encode(value)
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"cannot store {what}: it is not plain JSON data ({exc})") from None
+        raise _not_json(what, exc) from None
 
 
-def _dump_step(value: Any, field: str, s: StepRecord) -> str:
-    """A step field as JSON text (:func:`dump`, naming the step only when it fails)."""
+def _dump_named(value: Any, what: str, *names: Any) -> str:
+    """:func:`dump` for the fields of many records: ``what`` is formatted with ``names`` only
+    when ``value`` cannot be stored, and the values most fields hold need no encoder."""
     if not value:
         empty = _EMPTY.get(type(value))
         if empty is not None:
@@ -80,8 +85,7 @@ def _dump_step(value: Any, field: str, s: StepRecord) -> str:
     try:
         return _encoder.encode(value)
     except (TypeError, ValueError) as exc:
-        what = f"the {field} of step {s.step_id!r} of run {s.run_id!r}"
-        raise StoreError(f"cannot store {what}: it is not plain JSON data ({exc})") from None
+        raise _not_json(what.format(*names), exc) from None
 
 
 def load(text: Any, what: str) -> Any:
@@ -129,22 +133,23 @@ def decode_run(row: Sequence[Any]) -> RunRecord:
 
 
 def encode_step(s: StepRecord) -> Row:
+    sid, rid = s.step_id, s.run_id
     return (
-        s.run_id,
-        s.step_id,
+        rid,
+        sid,
         s.status.value,
         s.attempts,
         s.idempotency_key,
-        _dump_step(s.args, "args", s),
+        _dump_named(s.args, "the args of step {!r} of run {!r}", sid, rid),
         s.args_hash,
-        _dump_step(s.output, "output", s),
-        _dump_step(s.error, "error", s),
+        _dump_named(s.output, "the output of step {!r} of run {!r}", sid, rid),
+        _dump_named(s.error, "the error of step {!r} of run {!r}", sid, rid),
         s.reason,
         None if s.started_at is None else float(s.started_at),
         None if s.finished_at is None else float(s.finished_at),
         bool(s.degraded),
-        _dump_step(s.attempt_history, "attempt history", s),
-        _dump_step(s.metadata, "metadata", s),
+        _dump_named(s.attempt_history, "the attempt history of step {!r} of run {!r}", sid, rid),
+        _dump_named(s.metadata, "the metadata of step {!r} of run {!r}", sid, rid),
     )
 
 
@@ -174,7 +179,7 @@ def decode_step(row: Sequence[Any]) -> StepRecord:
 
 def encode_event(e: Event) -> Row:
     """The event's row; the store fills in ``seq`` (index 1)."""
-    data = dump(e.data, f"the data of event {e.type!r} of run {e.run_id!r}")
+    data = _dump_named(e.data, "the data of event {!r} of run {!r}", e.type, e.run_id)
     return (e.run_id, e.seq, e.type, float(e.at), e.step_id, e.attempt, data)
 
 

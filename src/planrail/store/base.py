@@ -17,7 +17,6 @@ Errors (all ``StoreError``, so ``planrail.errors`` stays the one rooted tree)::
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -119,7 +118,8 @@ class StepRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "status", StepStatus(self.status))
+        if type(self.status) is not StepStatus:  # the executor's records hold one already
+            object.__setattr__(self, "status", StepStatus(self.status))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -316,4 +316,20 @@ def check_lease_args(ttl: float) -> None:
 
 
 def with_seqs(events: Sequence[Event], seqs: Sequence[int]) -> list[Event]:
-    return [dataclasses.replace(e, seq=s) for e, s in zip(events, seqs, strict=True)]
+    """``events`` as stored, numbered ``seqs``: new records, the given ones are left as they are.
+
+    Built field by field rather than with ``dataclasses.replace`` (which looks the fields up for
+    every record): a group commit returns a whole wave's events.
+    """
+    return [
+        Event(
+            run_id=e.run_id,
+            type=e.type,
+            at=e.at,
+            seq=s,
+            step_id=e.step_id,
+            attempt=e.attempt,
+            data=e.data,
+        )
+        for e, s in zip(events, seqs, strict=True)
+    ]
