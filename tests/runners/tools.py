@@ -159,17 +159,22 @@ def block(ctx: StepContext, ledger: str, step: str) -> int:
 
     ``select`` returns the moment the FIFO is readable; its timeout only hands control back to
     Python now and then, because Ray's graceful cancel raises ``KeyboardInterrupt`` in this
-    thread between bytecodes, never inside a blocking call."""
-    _start(ledger, step, ctx)
-    fd = _release(ledger)
+    thread between bytecodes, never inside a blocking call. It may come as soon as the call
+    has begun, before the wait: a call whose start is recorded records its stop too."""
+    started, fd = False, -1
     try:
+        _start(ledger, step, ctx)
+        started = True
+        fd = _release(ledger)
         while not select.select([fd], [], [], 0.05)[0]:
             pass
     except KeyboardInterrupt:  # Ray's graceful cancel of a task
-        record(ledger, ev="stopped", step=step)
+        if started:
+            record(ledger, ev="stopped", step=step)
         raise
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
     return 0
 
 
