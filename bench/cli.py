@@ -19,9 +19,11 @@ DAG once (so a change of the machine's load hits them alike):
 Makespan = the last call's end minus the first call's start, recorded by the tool inside the
 process; ``/ CP`` divides it by the critical path. The process's wall time (start-up, import,
 validation, store, the run, exit) is printed too. Ratios to the floor are medians of per-round
-ratios. Writes ``bench/results/cli[-quick].json``.
+ratios. ``--against DIR`` (repeatable) runs ``quiet`` and ``progress`` with another source
+tree's ``planrail`` too (``DIR/src`` first on the path), in the same rounds. Writes
+``bench/results/cli[-quick].json``.
 
-    python -m bench.cli [--quick] [--rounds N] [--cp SECONDS] [--dags a,b]
+    python -m bench.cli [--quick] [--rounds N] [--cp SECONDS] [--dags a,b] [--against DIR]
 """
 
 from __future__ import annotations
@@ -87,11 +89,13 @@ def _pty_run(cmd: list[str], cwd: str, env: dict[str, str]) -> int:
     return code
 
 
-def one(config: str, plan_path: Path) -> dict[str, Any]:
-    """One fresh process: its makespan (from the tool) and its wall time."""
+def one(config: str, plan_path: Path, tree: Path | None = None) -> dict[str, Any]:
+    """One fresh process: its makespan (from the tool) and its wall time; ``tree``: another
+    source tree's planrail (its ``src`` first on the path)."""
     with tempfile.TemporaryDirectory(prefix="planrail-cli-bench-") as tmp:
         times = Path(tmp) / "times.json"
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PLANRAIL_BENCH_TIMES": str(times)}
+        path = str(ROOT) if tree is None else f"{tree / 'src'}{os.pathsep}{ROOT}"
+        env = {**os.environ, "PYTHONPATH": path, "PLANRAIL_BENCH_TIMES": str(times)}
         env.pop("PLANRAIL_STORE", None)
         if config == "floor":
             cmd = [sys.executable, "-m", "bench.cli_floor", str(plan_path)]
@@ -125,7 +129,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=None, help="default: 3 (--quick: 1)")
     parser.add_argument("--cp", type=float, default=None, help="critical path, s (1.5)")
     parser.add_argument("--dags", default=",".join((*WORKFLOWS, "fan")))
+    parser.add_argument("--against", action="append", default=[], type=Path, help="another tree")
     args = parser.parse_args(argv)
+    trees: dict[str, Path | None] = {"": None}
+    trees.update({f"@{t}": t.resolve() for t in args.against})
+    configs = [f"{c}{name}" for name in trees for c in CONFIGS if name == "" or c != "floor"]
     cp = args.cp or (0.5 if args.quick else 1.5)
     rounds = args.rounds or (1 if args.quick else 3)
     names = [n for n in args.dags.split(",") if n]
@@ -139,13 +147,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             path.write_text(json.dumps(to_plan(dag, scale)))
             plans[name] = (path, len(dag["steps"]))
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {
-            n: {c: [] for c in CONFIGS} for n in names
+            n: {c: [] for c in configs} for n in names
         }
         print(f"planrail run vs no engine: critical path {cp} s, {rounds} round(s)")
         for r in range(rounds):
             for name in names:
-                for config in CONFIGS[r % 3 :] + CONFIGS[: r % 3]:
-                    m = one(config, plans[name][0])
+                k = r % len(configs)
+                for config in configs[k:] + configs[:k]:
+                    kind, _, tree = config.partition("@")
+                    m = one(kind, plans[name][0], trees[f"@{tree}"] if tree else None)
                     runs[name][config].append(m)
                     shown = f"{m['makespan_s'] / cp:.3f}" if "makespan_s" in m else str(m)
                     print(f"  round {r + 1} {name} {config}: {shown}", flush=True)
@@ -153,7 +163,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name in names:
         entry: dict[str, Any] = {"steps": plans[name][1], "runs": runs[name]}
         row: list[Any] = [name, plans[name][1]]
-        for config in CONFIGS:
+        for config in configs:
             ok = [m for m in runs[name][config] if "makespan_s" in m]
             entry[config] = (
                 {
@@ -164,7 +174,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 else {"error": runs[name][config][0].get("error")}
             )
             row.append(entry[config].get("makespan_over_cp"))
-        for config in ("quiet", "progress"):
+        for config in [c for c in configs if c != "floor"]:
             ratios = [
                 a["makespan_s"] / f["makespan_s"]
                 for a, f in zip(runs[name][config], runs[name]["floor"], strict=True)
@@ -173,12 +183,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             entry[f"{config}_over_floor"] = statistics.median(ratios) if ratios else None
             entry[f"{config}_over_floor_rounds"] = ratios
             row.append(entry[f"{config}_over_floor"])
-        row += [entry[c].get("wall_s") for c in CONFIGS]
+        row += [entry[c].get("wall_s") for c in configs]
         results[name] = entry
         rows.append(row)
     print()
-    headers = ["DAG", "steps", "floor /CP", "quiet /CP", "progress /CP", "quiet /floor"]
-    headers += ["progress /floor", "floor wall s", "quiet wall s", "progress wall s"]
+    headers = ["DAG", "steps", *(f"{c} /CP" for c in configs)]
+    headers += [f"{c} /floor" for c in configs if c != "floor"]
+    headers += [f"{c} wall s" for c in configs]
     print(table(headers, rows))
     worst = max(
         (
