@@ -187,7 +187,6 @@ def check_plan(
             ctx._producer_schemas.clear()
             ctx.parser.clear()
             ctx._walks.clear()
-            ctx._ref_walks.clear()
             compiled = CompiledPlan(plan, ctx.registry, ctx.templates, refs, consume=True)
             if ctx.check_tools:
                 compiled.checked_with = (ctx.options, ctx.limits)

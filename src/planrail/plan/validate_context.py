@@ -125,7 +125,6 @@ class Context:
     suggestion_budget: int = _SUGGESTION_BUDGET
     _edges: dict[str, list[str]] | None = None
     _in_order: bool | None = None
-    _ref_walks: dict[tuple[str, tuple[str | int, ...]], _Walk | None] = field(default_factory=dict)
     _walks: dict[tuple[int, tuple[str | int, ...]], tuple[Any, _Walk]] = field(default_factory=dict)
     """``(id(schema), path)`` → the schema (so the id stays its own) and the walk's result:
     thousands of steps reference the same fields of the same tools' outputs."""
@@ -221,15 +220,12 @@ class Context:
 
     def ref_walk(self, ref: Reference) -> _Walk | None:
         """``ref``'s path walked through its producer's output schema (the producer must exist;
-        ``None`` when its shape is unknown), once per (producer, path): the output fields and
-        the argument types read the same ones."""
-        key = (ref.step, ref.path)
-        walks = self._ref_walks
-        if key in walks:
-            return walks[key]
+        ``None`` when its shape is unknown), walked once per (output schema, path): the output
+        fields and the argument types read the same walks. Not remembered per (producer,
+        path): that cost ~80 bytes per step at the peak of validating a big plan and saved
+        nothing measurable (238.2k instructions per step without it, 238.7k with)."""
         schema = self.producer_schema(ref.step)
-        walked = walks[key] = None if schema is None else self._walk(schema, ref.path)
-        return walked
+        return None if schema is None else self._walk(schema, ref.path)
 
     def _walk(self, schema: Any, path: tuple[str | int, ...]) -> _Walk:
         key = (id(schema), path)
