@@ -3,13 +3,16 @@ fails with repeated_call instead of being called."""
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import json
 import random
 from typing import Any
 
 import pytest
 
-from planrail.engine.call_guard import CallGuard, _key
+from planrail.engine.call_guard import CallGuard, _key, canonical_json
+from planrail.engine.checkpoint import args_hash
 from planrail.errors import RepeatedCallError
 from planrail.plan.model import Step
 from planrail.policies import RunPolicy
@@ -239,3 +242,23 @@ def test_keys_are_equal_exactly_when_the_canonical_json_is() -> None:
         text = json.dumps(args, sort_keys=True, separators=(",", ":"))
         assert by_text.setdefault(text, _key("t", args)) == _key("t", args)
     assert len(set(by_text.values())) == len(by_text)  # different JSON, different keys
+
+
+def test_the_canonical_text_is_json_dumps_sorted_so_stored_argument_hashes_hold() -> None:
+    """``canonical_json`` (the guard's key and the intent's ``args_hash``) is exactly the
+    ``json.dumps`` text the intent hash was made of before: a run stored by an earlier
+    planrail resumes without its arguments looking changed."""
+    samples: list[Any] = [
+        {"b": [1, 2.5, None, True], "a": {"é": "ü", "z": "\u2028"}},
+        [{"x": float("inf")}, -0.0, 10**20, 'quote"back\\slash'],
+        {"when": dt.date(2026, 12, 1), "set": "not JSON, as text"},
+        (1, ("nested", "tuple")),
+        {},
+        "plain",
+    ]
+    for v in samples:
+        before = json.dumps(
+            v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        )
+        assert canonical_json(v) == before
+        assert args_hash(v) == "sha256:" + hashlib.sha256(before.encode()).hexdigest()
