@@ -289,6 +289,10 @@ FAST_TOOLS = ToolRegistry(
 )
 
 
+_LIST = ["${s.n}", "${s.t}", "${s.n} x", "$${s.n}", "${s.n}"]
+"""A list of references under an ``array`` of integers: right, wrong, text, an escape."""
+
+
 def _nasty_plan() -> dict[str, Any]:
     """Every kind of literal and reference the fast paths see, right and wrong."""
     steps: list[dict[str, Any]] = [{"id": "s", "tool": "make", "args": {"n": 1}}]
@@ -302,6 +306,7 @@ def _nasty_plan() -> dict[str, Any]:
                     "depends_on": ["s"],
                 }
             )
+    S = ["s"]
     steps += [
         {"id": "fan", "tool": "make", "args": {"n": "${item}"}, "for_each": "${s.t}"},
         {"id": "fan2", "tool": "make", "args": {"n": "${fan.0.n}"}, "depends_on": ["fan"]},
@@ -324,6 +329,10 @@ def _nasty_plan() -> dict[str, Any]:
         {"id": "e5", "tool": "missing", "args": {"a": "${e4}"}, "depends_on": ["e4"]},
         {"id": "bad", "tool": "make", "args": {"n": "${s.n"}, "depends_on": ["s"]},
         {"id": "deep", "tool": "make", "args": {"n": 1, "items": ["${s.n}", {"k": "${s.q}"}]}},
+        {"id": "l1", "tool": "make", "args": {"n": 1, "items": _LIST, "x": 0.5}, "depends_on": S},
+        {"id": "l2", "tool": "make", "args": {"x": 0.5, "items": _LIST, "n": 1}, "depends_on": S},
+        {"id": "l3", "tool": "make", "args": {"n": 1, "items": _LIST[::-1]}, "depends_on": S},
+        {"id": "l4", "tool": "make", "args": {"items": ["${ghost}", "TBD", "${s.n", "<i>"]}},
         {"id": "alias", "tool_name": "make", "params": {"n": "${s.n}"}, "deps": ["s"]},
     ]
     return {"goal": "fast paths", "steps": steps, "output": {"a": "${s.n}", "b": "${fan}"}}
@@ -393,6 +402,7 @@ def _full_paths(monkeypatch: pytest.MonkeyPatch) -> None:
         StepEffects, "__call__", lambda self, step: step_effect(step, self.registry)
     )
     monkeypatch.setattr(duplicates, "_call_key", _old_call_key)
+    monkeypatch.setattr(duplicates, "_rough_key", lambda tool, args: ())  # every call exact
     monkeypatch.setattr(validate_policies, "has_first", _walked_has_first)
     monkeypatch.setattr(validate_refs, "_dollar_strings", _walked_strings)
     monkeypatch.setattr(validate_shape, "plain_step", lambda raw: None)
@@ -430,6 +440,9 @@ def _walked_has_first(value: Any) -> bool:
 _FIELDS_STEPS = [
     {"id": "a", "tool": "t", "args": {"x": "${b.c}", "n": 1, "y": "no"}},
     {"id": "a", "tool": "t", "args": {"x": ["${b.c}", {"k": "${d}"}], "z": "${e}"}},
+    {"id": "a", "tool": "t", "args": {"x": ["${b}", "no", "${c.d}"], "n": 0.5, "z": "${e}"}},
+    {"id": "a", "tool": "t", "args": {"x": ["${b}"], "y": ["${c}", 1], "z": "${e}"}},
+    {"id": "a", "tool": "t", "args": {"x": [], "y": ["${c}"]}, "prompt": "${d}"},
     {"id": "a", "action": "llm_call", "prompt": "see ${b.c}", "args": {"x": "${d}"}},
     {"id": "a", "action": "condition_check", "condition": {"==": ["${b}", 1]}},
     {"id": "a", "tool": "t", "when": {"==": ["${b}", "${c.d}"]}},
@@ -482,6 +495,11 @@ def test_the_nasty_plan_reports_what_the_fast_paths_skip() -> None:
     assert "d2" in dup
     assert "d3" not in dup
     assert "d4" not in dup
+    assert "l2" in dup  # lists and floats: the rough key, then the exact one
+    assert "l3" not in dup
+    l1 = [i for i in report.errors if i.code == "type_mismatch" and i.step == "l1"]
+    mismatched = {i.path.split(".", 2)[2] for i in l1}
+    assert mismatched == {"args.items[1]", "args.items[2]", "args.items[3]"}  # not 0 nor 4
 
 
 # ------------------------------------------------------------------ steps built directly
@@ -751,3 +769,30 @@ def test_check_bounds_agrees_with_the_full_walk(
     """The same problem (type and message) or none, whatever the data and the limits."""
     limits = PlanLimits(max_nodes=max_nodes, max_depth=max_depth, max_string_length=max_len)
     assert _bounded(check_bounds, data, limits) == _bounded(loader._check_bounds, data, limits)
+
+
+class _Text(str):
+    pass
+
+
+_ANY_ARGS = st.dictionaries(
+    st.sampled_from(["a", "b", "c"]),
+    st.one_of(
+        st.sampled_from([0, 1, True, False, None, "1", "", "a", 1.0, 0.5, float("nan")]),
+        st.sampled_from([_Text("a"), _Text("1")]),
+        st.lists(st.sampled_from([0, "a", None, 1.0]), max_size=2),
+        st.dictionaries(st.sampled_from(["x", "y"]), st.sampled_from([0, "a", True]), max_size=2),
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_ANY_ARGS, _ANY_ARGS)
+@example({"a": [1], "b": "x"}, {"b": _Text("x"), "a": [1]})
+@example({"a": [0], "b": 1}, {"a": [0], "b": True})
+def test_two_same_calls_have_the_same_rough_key(a: dict[str, Any], b: dict[str, Any]) -> None:
+    """The rough key only sorts steps before the exact one is built: two calls with one exact
+    key must never have two rough keys (then a duplicate would go unseen)."""
+    if duplicates._call_key("t", a) == duplicates._call_key("t", b):
+        assert duplicates._rough_key("t", a) == duplicates._rough_key("t", b)

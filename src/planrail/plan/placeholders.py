@@ -245,6 +245,8 @@ def _candidates(
                 text = _literal(ctx, v)
                 if text is not None and k not in skip:
                     out.append(((k,), text))
+            elif type(v) in _NO_TEXT:
+                continue  # a number, a boolean, null: no text to hold a placeholder
             elif k not in skip:
                 stack.append(((k,), v))
     else:
@@ -260,6 +262,9 @@ def _candidates(
         elif type(v) is list:
             stack.extend(((*segs, i), x) for i, x in enumerate(v))
     return out
+
+
+_NO_TEXT = frozenset((int, float, bool, type(None)))
 
 
 def _literal(ctx: Context, v: str) -> str | None:

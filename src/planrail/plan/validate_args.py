@@ -230,23 +230,29 @@ _SCALARS = frozenset((str, int, float, bool, type(None)))
 def _literal_problems(
     ctx: Context, value: Any, schema: Any, root: Any, types_of: Callable[[str], Any]
 ) -> list[tuple[tuple[str | int, ...], str]]:
-    """:func:`schema.check_literal` of one argument, each (parameter schema, reference text or
-    non-string scalar) checked once per validation: thousands of steps pass the same reference
-    to the same parameter of the same tool. A list under a plain ``array`` schema is checked item
-    by item the same way (what ``check_literal`` does for it)."""
+    """:func:`schema.check_literal` of one argument, each (parameter schema, non-string scalar)
+    and (parameter schema, types a text holding references produces) checked once per
+    validation: thousands of steps pass the same kind of reference to the same parameter of the
+    same tool (what the check finds depends only on those types). A list under a plain
+    ``array`` schema is checked item by item the same way (what ``check_literal`` does)."""
     kind = type(value)
     if kind is list and _plain_array(schema):
         items = schema["items"]
-        return [
-            ((i, *sub), problem)
-            for i, v in enumerate(value)
-            for sub, problem in _literal_problems(ctx, v, items, root, types_of)
-        ]
+        found: list[tuple[tuple[str | int, ...], str]] = []
+        for i, v in enumerate(value):
+            problems = _literal_problems(ctx, v, items, root, types_of)
+            if problems:
+                found.extend(((i, *sub), problem) for sub, problem in problems)
+        return found
     if kind not in _SCALARS or (kind is str and "$" not in value):
         # plain text is checked at once; remembering every distinct one would cost more memory
         # than the check costs time (a 100,000-step plan holds ~100,000 ids)
         return list(js.check_literal(value, schema, root, types_of))
-    key = (id(schema), id(root), kind, repr(value) if kind is float else value)  # -0.0 != 0.0
+    produced = types_of(value) if kind is str else True
+    if produced is not True:  # text holding references: its problems are those of its types
+        key: tuple[Any, ...] = (id(schema), id(root), produced)
+    else:
+        key = (id(schema), id(root), kind, repr(value) if kind is float else value)  # -0.0, 0.0
     hit = ctx.literal_checks.get(key)
     if hit is None or hit[0] is not schema:
         problems = list(js.check_literal(value, schema, root, types_of))

@@ -116,11 +116,11 @@ class Context:
     parser: Parser = field(default_factory=Parser)
     """What parses them (the references they share parsed once too)."""
     output_refs: list[tuple[str, Reference]] = field(default_factory=list)
-    literal_checks: dict[tuple[int, int, type, Any], tuple[Any, list[Any]]] = field(
-        default_factory=dict
-    )
-    """``(id(parameter schema), id(tool schema), type, scalar)`` → the schema (so the id stays
-    its own) and the problems :func:`schema.check_literal` found (a float by its ``repr``)."""
+    literal_checks: dict[tuple[Any, ...], tuple[Any, list[Any]]] = field(default_factory=dict)
+    """``(id(parameter schema), id(tool schema), type, scalar)`` — or, for text holding
+    references, ``(id(parameter schema), id(tool schema), the JSON types it produces)`` — →
+    the schema (so the id stays its own) and the problems :func:`schema.check_literal` found
+    (a float by its ``repr``)."""
     _producer_schemas: dict[str, Any] = field(default_factory=dict)
     suggestion_budget: int = _SUGGESTION_BUDGET
     _edges: dict[str, list[str]] | None = None

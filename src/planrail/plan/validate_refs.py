@@ -153,6 +153,7 @@ def references_pass(ctx: Context) -> None:
 
 
 _SCALARS = frozenset((int, float, bool, type(None)))
+_STRS = frozenset((str,))
 
 
 def _dollar_strings(
@@ -160,8 +161,8 @@ def _dollar_strings(
 ) -> list[tuple[StepPath, str]]:
     """``iter_strings_with_dollar`` over :func:`step_fields`, in the same order, each path the
     one equal path kept in ``paths`` (or, for a flat argument, in ``arg_paths`` by its name):
-    the usual flat arguments (strings and scalars) are read without the walk, and a step
-    without the other fields :func:`step_fields` yields is done there."""
+    the usual flat arguments (strings, scalars, lists of strings) are read without the walk,
+    and a step without the other fields :func:`step_fields` yields is done there."""
     args = step.args
     found: list[tuple[StepPath, str]] = []
     for k, v in args.items():
@@ -172,7 +173,12 @@ def _dollar_strings(
                 if where is None:
                     where = arg_paths[k] = ("args", k)
                 found.append((where, v))
-        elif kind not in _SCALARS:  # a container, a subclass: the walk
+        elif kind is list and _STRS.issuperset(map(type, v)):  # a list of strings
+            for i, item in enumerate(v):
+                if "$" in item:
+                    where = ("args", k, i)
+                    found.append((paths.setdefault(where, where), item))
+        elif kind not in _SCALARS:  # another container, a subclass: the walk
             found = [
                 (paths.setdefault(where, where), text)
                 for where, text in iter_strings_with_dollar(args, ("args",))
