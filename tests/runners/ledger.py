@@ -8,6 +8,7 @@ would do with an idempotency key — apply it once, ignore a repeat.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -25,6 +26,17 @@ def record(path: str, **entry: Any) -> None:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def unstopped_start(path: str, step: str) -> bool:
+    """Whether this process recorded more starts of ``step`` than stops."""
+    me, balance = os.getpid(), 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            entry = json.loads(line)
+            if entry.get("step") == step and entry.get("pid") == me:
+                balance += {"start": 1, "stopped": -1}.get(entry.get("ev"), 0)
+    return balance > 0
 
 
 def apply_effect(path: str, effect: str, key: str | None) -> bool:
@@ -54,6 +66,22 @@ class Ledger:
         (the test and the call may be in different processes)."""
         os.mkfifo(self.release)
         self._writer: int | None = None
+        self.started = directory / "started"
+        """A FIFO the test reads and a tool writes a byte to once it has begun (the test
+        holds it open, so a tool's write never waits or fails)."""
+        os.mkfifo(self.started)
+        self._started = os.open(self.started, os.O_RDWR | os.O_NONBLOCK)
+
+    async def wait_started(self) -> None:
+        """Until a tool has written to :attr:`started` (no polling: the loop watches it)."""
+        loop = asyncio.get_running_loop()
+        readable = loop.create_future()
+        loop.add_reader(self._started, lambda: readable.done() or readable.set_result(None))
+        try:
+            await readable
+        finally:
+            loop.remove_reader(self._started)
+        os.read(self._started, 1)
 
     def let_go(self) -> None:
         """Release every blocking tool, now and later: one byte stays in the FIFO (nobody

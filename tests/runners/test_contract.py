@@ -263,7 +263,7 @@ async def test_cancelling_the_run_cancels_its_running_calls(
     assert result.steps["never"].status in (S.CANCELLED, S.SKIPPED)
     assert ledger.calls("never") == []
     if not (runner is None and tool == "block"):
-        assert len(ledger.entries("stopped")) == len(ledger.calls("hang"))
+        assert len(ledger.entries("stopped")) == len(ledger.calls("hang")), ledger.entries()
 
 
 async def test_resume_reuses_succeeded_steps_and_reruns_the_rest(

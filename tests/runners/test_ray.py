@@ -8,6 +8,7 @@ once; an unsafe one is ``in_doubt``, never retried, and the effect is applied on
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 from pathlib import Path
@@ -196,6 +197,26 @@ def execution_of(plan: dict[str, Any], registry: list[Any], runner: Any) -> Any:
     return Execution(
         validate(plan, registry).raise_for_errors(), registry, tool_runner=runner, approve=True
     )
+
+
+async def test_a_cancelled_task_sees_one_interrupt_and_its_clean_up_finishes(
+    ray_runner: Any, ledger: Ledger
+) -> None:
+    """A task's graceful cancel is sent again every half second until the call ends (Ray drops
+    one that reaches the worker while it starts the task); the tool sees only the first, so a
+    clean-up three times as long runs to its end, and nothing is forced."""
+    at = str(ledger)
+    plan = {
+        "steps": [{"id": "slow", "tool": "block_then_clean", "args": {"ledger": at, "step": "s"}}]
+    }
+    ex = execution(plan, ray_runner)
+    task = asyncio.ensure_future(ex.run())
+    await ledger.wait_started()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ex.result().steps["slow"].status == S.CANCELLED
+    assert [e["ev"] for e in ledger.entries()] == ["start", "cleaning", "cleaned"]
 
 
 async def test_compute_places_calls_on_ray(ray_runner: Any, ledger: Ledger) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import select
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pydantic
 import planrail
 from planrail import StepContext
 
-from .ledger import apply_effect, record
+from .ledger import apply_effect, record, unstopped_start
 
 
 class Out(pydantic.BaseModel):
@@ -160,22 +161,49 @@ def block(ctx: StepContext, ledger: str, step: str) -> int:
     ``select`` returns the moment the FIFO is readable; its timeout only hands control back to
     Python now and then, because Ray's graceful cancel raises ``KeyboardInterrupt`` in this
     thread between bytecodes, never inside a blocking call. It may come as soon as the call
-    has begun, before the wait: a call whose start is recorded records its stop too."""
-    started, fd = False, -1
+    has begun, even between the start's write and the next line: the ledger, not a flag set
+    after the write, says whether this call's start is recorded (then it records its stop)."""
+    fd = -1
     try:
         _start(ledger, step, ctx)
-        started = True
         fd = _release(ledger)
         while not select.select([fd], [], [], 0.05)[0]:
             pass
     except KeyboardInterrupt:  # Ray's graceful cancel of a task
-        if started:
+        if unstopped_start(ledger, step):
             record(ledger, ev="stopped", step=step)
         raise
     finally:
         if fd >= 0:
             os.close(fd)
     return 0
+
+
+@planrail.tool(side_effects="none")
+def block_then_clean(ctx: StepContext, ledger: str, step: str) -> int:
+    """Sync: tell the test it has begun and wait; interrupted, clean up for longer than the Ray
+    runner takes to send its graceful cancel again (recorded before and after)."""
+    _start(ledger, step, ctx)
+    fd = _release(ledger)
+    try:
+        with open(Path(ledger).parent / "started", "wb", buffering=0) as began:
+            began.write(b"x")
+        while not select.select([fd], [], [], 0.05)[0]:
+            pass
+    except KeyboardInterrupt:
+        record(ledger, ev="cleaning", step=step)
+        clean_until = time.monotonic() + CLEAN_UP_S  # the tool's own work, not a test's wait
+        while time.monotonic() < clean_until:
+            select.select([fd], [], [], 0.05)
+        record(ledger, ev="cleaned", step=step)
+        raise
+    finally:
+        os.close(fd)
+    return 0
+
+
+CLEAN_UP_S = 1.5
+"""Three times the interval at which the Ray runner sends a graceful cancel again."""
 
 
 @planrail.tool(side_effects="none")
@@ -248,6 +276,7 @@ ALL = [
     double,
     ablock,
     block,
+    block_then_clean,
     gate,
     pay_keyed,
     pay_unsafe,

@@ -14,7 +14,9 @@ process; only fully resolved, validated tool calls cross to Ray:
   ``in_doubt`` for the others);
 - results are awaited as futures, never with ``ray.get`` on the event loop; cancelling a call
   (a timeout, a cancelled run) is ``ray.cancel``: graceful first, then forced after
-  ``cancel_grace`` seconds (a task's worker is killed; an actor is killed and replaced);
+  ``cancel_grace`` seconds (a task's worker is killed; an actor is killed and replaced). A
+  task's graceful cancel is sent again every half second until the call ends (Ray drops one
+  that reaches the worker while it starts the task); the tool sees one KeyboardInterrupt;
 - tools travel by import path (:mod:`planrail.backends.shipping`), checked on the workers
   themselves by :meth:`RayRunner.prepare`, which also warms the actor pool before the first step.
 
@@ -24,13 +26,16 @@ See ``docs/distributed.md``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import json
 import math
 import os
+import signal
+import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 import ray
@@ -68,7 +73,31 @@ def _execute(locator: Locator, kwargs: dict[str, Any]) -> Any:
     kwargs = {k: ray.get(v) if isinstance(v, ray.ObjectRef) else v for k, v in kwargs.items()}
     if tool.is_async:
         return asyncio.run(tool.fn(**kwargs))
-    return tool.fn(**kwargs)
+    with _one_interrupt():
+        return tool.fn(**kwargs)
+
+
+@contextlib.contextmanager
+def _one_interrupt() -> Iterator[None]:
+    """Ray's graceful cancel is a SIGINT simulated in the task's (main) thread, and the runner
+    sends it again until the call ends (:meth:`RayRunner._stop`): only the first becomes a
+    KeyboardInterrupt, so the tool's own clean-up is not cut short by the next one."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interrupted = False
+
+    def first_only(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        if not interrupted:
+            interrupted = True
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, first_only)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 _run_task = ray.remote(max_retries=0, retry_exceptions=False)(_execute)
@@ -387,12 +416,25 @@ class RayRunner:
         done = asyncio.wrap_future(ref.future())
         done.add_done_callback(_consume)
         if actor is None:
-            ray.cancel(ref, force=False, recursive=True)  # KeyboardInterrupt in the task
+            # KeyboardInterrupt in the task. A graceful cancel that reaches the worker while it
+            # starts the task (out of its queue, not yet running) is dropped — Ray answers that
+            # nothing was running and does not try again — so it is sent again until the call
+            # ends or the grace is over; the worker lets only the first through (_one_interrupt).
+            waited = 0.0
+            while True:
+                ray.cancel(ref, force=False, recursive=True)
+                wait = min(_RECANCEL_S, self.cancel_grace - waited)
+                finished, _ = await asyncio.wait({done}, timeout=wait)
+                if finished:
+                    return
+                waited += wait
+                if waited >= self.cancel_grace:
+                    break
         else:
             actor.cancel.remote(call_id)  # CancelledError in the call's coroutine
-        finished, _ = await asyncio.wait({done}, timeout=self.cancel_grace)
-        if finished:
-            return
+            finished, _ = await asyncio.wait({done}, timeout=self.cancel_grace)
+            if finished:
+                return
         if actor is None:
             ray.cancel(ref, force=True, recursive=True)  # kills the task's worker
             await asyncio.wait({done}, timeout=self.cancel_grace)
@@ -428,6 +470,10 @@ class RayRunner:
         # Blocks for the start-up of a local runtime (seconds), once, before the first step.
         ray.init(address=self.address, **options)
         self._initialised = True
+
+
+_RECANCEL_S = 0.5
+"""How often a graceful cancel of a task is sent again while the call has not stopped."""
 
 
 def _cluster_cpus() -> float:
