@@ -67,17 +67,10 @@ def _not_json(what: str, exc: Exception) -> StoreError:
     return StoreError(f"cannot store {what}: it is not plain JSON data ({exc})")
 
 
-def dump(value: Any, what: str) -> str:
-    """``value`` as JSON text; a value JSON cannot hold is a ``StoreError`` naming ``what``."""
-    try:
-        return _encoder.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise _not_json(what, exc) from None
-
-
-def _dump_named(value: Any, what: str, *names: Any) -> str:
-    """:func:`dump` for the fields of many records: ``what`` is formatted with ``names`` only
-    when ``value`` cannot be stored, and the values most fields hold need no encoder."""
+def dump(value: Any, what: str, *names: Any) -> str:
+    """``value`` as JSON text; a value JSON cannot hold is a ``StoreError`` naming ``what``
+    (formatted with ``names``, if given, only then: the fields of many records are dumped).
+    The values most fields hold need no encoder."""
     if not value:
         empty = _EMPTY.get(type(value))
         if empty is not None:
@@ -85,7 +78,7 @@ def _dump_named(value: Any, what: str, *names: Any) -> str:
     try:
         return _encoder.encode(value)
     except (TypeError, ValueError) as exc:
-        raise _not_json(what.format(*names), exc) from None
+        raise _not_json(what.format(*names) if names else what, exc) from None
 
 
 def load(text: Any, what: str) -> Any:
@@ -140,16 +133,16 @@ def encode_step(s: StepRecord) -> Row:
         s.status.value,
         s.attempts,
         s.idempotency_key,
-        _dump_named(s.args, "the args of step {!r} of run {!r}", sid, rid),
+        dump(s.args, "the args of step {!r} of run {!r}", sid, rid),
         s.args_hash,
-        _dump_named(s.output, "the output of step {!r} of run {!r}", sid, rid),
-        _dump_named(s.error, "the error of step {!r} of run {!r}", sid, rid),
+        dump(s.output, "the output of step {!r} of run {!r}", sid, rid),
+        dump(s.error, "the error of step {!r} of run {!r}", sid, rid),
         s.reason,
         None if s.started_at is None else float(s.started_at),
         None if s.finished_at is None else float(s.finished_at),
         bool(s.degraded),
-        _dump_named(s.attempt_history, "the attempt history of step {!r} of run {!r}", sid, rid),
-        _dump_named(s.metadata, "the metadata of step {!r} of run {!r}", sid, rid),
+        dump(s.attempt_history, "the attempt history of step {!r} of run {!r}", sid, rid),
+        dump(s.metadata, "the metadata of step {!r} of run {!r}", sid, rid),
     )
 
 
@@ -179,7 +172,7 @@ def decode_step(row: Sequence[Any]) -> StepRecord:
 
 def encode_event(e: Event) -> Row:
     """The event's row; the store fills in ``seq`` (index 1)."""
-    data = _dump_named(e.data, "the data of event {!r} of run {!r}", e.type, e.run_id)
+    data = dump(e.data, "the data of event {!r} of run {!r}", e.type, e.run_id)
     return (e.run_id, e.seq, e.type, float(e.at), e.step_id, e.attempt, data)
 
 
