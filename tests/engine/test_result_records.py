@@ -57,6 +57,24 @@ async def test_a_plain_step_reads_its_one_attempt_as_the_attempt_loop_records_it
     assert len(result.steps["a"].attempt_history) == 1
 
 
+async def test_a_checkpointed_run_stores_the_history_and_keeps_the_records_compact(
+    tmp_path: Any,
+) -> None:
+    """Writing each step's record to a store reads its history and usage without making them
+    on the step's own record; the store holds the one attempt as the attempt loop records it."""
+    from planrail.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "runs.db")
+    result = await planrail.arun(_plan(), [double], store=store)
+    for step in result.steps.values():
+        assert type(result_module._HISTORY.__get__(step)) is OneAttempt
+        assert result_module._USAGE.__get__(step) is None
+    stored = store.get_steps(result.run_id)["b"]
+    assert stored.attempt_history == result.steps["b"].attempt_history
+    assert "usage" not in stored.metadata
+    store.close()
+
+
 def test_records_made_later_are_the_same_record_read_before() -> None:
     """Equality, ``repr``, ``dataclasses`` helpers and pickling see the values made on read."""
     compact = StepResult("a", StepStatus.SUCCEEDED, 1)

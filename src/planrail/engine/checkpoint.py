@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from planrail.engine.call_guard import canonical_json
 from planrail.engine.events import Event
 from planrail.engine.owners import Owner, owner_gone, this_owner
-from planrail.engine.result import StepResult
+from planrail.engine.result import StepResult, history_of, usage_of
 from planrail.errors import ExecutionError, error_dict
 from planrail.plan.effects import Effect, effects_of, step_effect
 from planrail.plan.model import Plan, Step
@@ -599,13 +599,14 @@ def _record(
         started_at=r.started_at,
         finished_at=r.finished_at,
         degraded=r.degraded,
-        attempt_history=r.attempt_history,
+        attempt_history=history_of(r),
         metadata=_metadata(r, kept),
     )
 
 
 def _metadata(r: StepResult, kept: dict[str, Any] | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"usage": r.usage} if r.usage else {}
+    usage = usage_of(r)
+    meta: dict[str, Any] = {"usage": usage} if usage else {}
     if kept and r.status != S.SUCCEEDED:  # a whole output replaces the items' outputs
         meta.update(kept)
     return meta

@@ -8,7 +8,15 @@ from typing import Any
 
 from planrail.types import StepStatus
 
-__all__ = ["OneAttempt", "RunResult", "StepResult", "keep_history", "keep_usage"]
+__all__ = [
+    "OneAttempt",
+    "RunResult",
+    "StepResult",
+    "history_of",
+    "keep_history",
+    "keep_usage",
+    "usage_of",
+]
 
 _UNSET: Any = None
 """The default of a field made on first read (see :func:`_made_on_read`)."""
@@ -92,6 +100,20 @@ def _made_on_read(name: str, make: Callable[[Any], Any]) -> Any:
 
 _HISTORY = _made_on_read("attempt_history", lambda kept: [] if kept is None else [kept.record()])
 _USAGE = _made_on_read("usage", lambda _: {})
+
+
+def history_of(res: StepResult) -> list[dict[str, Any]]:
+    """``res.attempt_history`` without keeping a list made for the reading (a checkpoint writes
+    every step's history once; the step's record stays compact)."""
+    kept = _HISTORY.__get__(res, StepResult)
+    if kept is None:
+        return []
+    return [kept.record()] if type(kept) is OneAttempt else kept
+
+
+def usage_of(res: StepResult) -> dict[str, int] | None:
+    """``res.usage`` when the step used a model, else None (no empty dict made and kept)."""
+    return _USAGE.__get__(res, StepResult) or None
 
 
 def keep_history(res: StepResult, history: list[dict[str, Any]] | OneAttempt | None) -> None:
