@@ -7,6 +7,8 @@ import random
 
 import pytest
 
+import planrail
+from planrail import StepContext
 from planrail.engine.events import EventType
 from planrail.errors import RetryableError
 from planrail.policies import RetryPolicy
@@ -228,6 +230,49 @@ async def test_cancelling_the_run_during_a_backoff_is_not_swallowed() -> None:
     assert execution.results["a"].status == "cancelled"
     await asyncio.sleep(200)
     assert tool.call_count == 1
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize("effects", ["unsafe", "keyed", "none"])
+async def test_a_step_cancelled_while_it_waits_to_retry_had_no_call_under_way(
+    effects: str,
+) -> None:
+    """Its call failed and nothing is under way while it waits: ``cancelled``, never
+    ``in_doubt``, whatever the tool's side effects (a resume calls it again, as the retry
+    would have)."""
+    tool = always_fail("down", RetryableError("down"), side_effects=effects)
+    execution = prepare(one_step("down", retry=retry(5, 100)), [tool], approve=True)
+    task = asyncio.ensure_future(execution.run())
+    await asyncio.sleep(50)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert tool.call_count == 1
+    assert execution.results["a"].status == "cancelled"
+    assert "waited to retry" in (execution.results["a"].reason or "")
+
+
+@pytest.mark.looptime
+async def test_an_unsafe_step_cancelled_inside_its_retried_call_is_in_doubt() -> None:
+    """The second call is under way when the run is cancelled: its effect is unknown."""
+    calls: list[int] = []
+
+    async def second_hangs(ctx: StepContext) -> int:
+        calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RetryableError("down")
+        await asyncio.sleep(10_000)
+        return 0
+
+    tool = planrail.tool(name="flaky_then_hang", side_effects="unsafe")(second_hangs)
+    execution = prepare(one_step("flaky_then_hang", retry=retry(5, 10)), [tool], approve=True)
+    task = asyncio.ensure_future(execution.run())
+    await asyncio.sleep(50)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert calls == [1, 2]
+    assert execution.results["a"].status == "in_doubt"
 
 
 @pytest.mark.looptime

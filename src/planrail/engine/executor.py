@@ -186,8 +186,11 @@ class Execution:
         self.security = security
         """The security policy every tool call is vetted by (None: none)."""
         self._approve_call = approve_call
-        self._calling: set[str] = set()
-        """Steps whose action has been called and has not finished (for cancellations)."""
+        self._calling: dict[str, int] = {}
+        """Per step whose action has been called: the calls that may be under way — each call
+        counts until its attempt failed and a retry was scheduled (then nothing is under way
+        while the step waits); a call that returned counts until the step's outcome is
+        recorded (for cancellations: its effect happened, but is not recorded yet)."""
         self._overrides: list[dict[str, Any]] = []
         self._priority: dict[str, float] = self.compiled.priority()
         """Each step's remaining critical path (its priority when it waits for a resource): the
@@ -607,18 +610,26 @@ class Execution:
     def _cancelled(self, sid: str) -> Outcome:
         """A step cancelled by the run: if its call was under way and may not be made again
         (an unsafe tool), its outcome is unknown — ``in_doubt``, for an operator to resolve;
-        otherwise ``cancelled`` (a resume runs it again, with the same idempotency key)."""
-        if sid in self._calling and not self.effects[sid].may_rerun:
+        otherwise ``cancelled`` (a resume runs it again, with the same idempotency key). A step
+        waiting to retry a failed call has none under way: ``cancelled``."""
+        calling = self._calling.get(sid, 0) > 0
+        if calling and not self.effects[sid].may_rerun:
             return Outcome(
                 S.IN_DOUBT,
                 reason=f"{self._abort_reason} while its call was under way: it may or may not"
                 " have happened; decide with `planrail resolve`",
             )
-        if sid in self._calling:
+        if calling:
             return Outcome(
                 S.CANCELLED,
                 reason=f"{self._abort_reason} while its call was under way; its tool honours"
                 " idempotency keys: a resume calls it again with the same key",
+            )
+        if sid in self._calling:  # called, but its last call failed and it waited to retry
+            return Outcome(
+                S.CANCELLED,
+                reason=f"{self._abort_reason} while it waited to retry a failed call (none was"
+                " under way): a resume calls it again",
             )
         return Outcome(S.CANCELLED, reason=self._abort_reason)
 
@@ -637,7 +648,7 @@ class Execution:
         call (when the run has one), then the intent is recorded if it matters."""
         if self.redactor is not None:
             self.redactor.learn_args(step.id, args)
-        self._calling.add(step.id)
+        self._calling[step.id] = self._calling.get(step.id, 0) + 1
         if self._guard is not None and step.action == "tool_call":
             return self._admit(step, item, attempt, args)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
@@ -681,7 +692,8 @@ class Execution:
         """After each attempt of a step's action: a failed attempt (and its retry) is an event."""
         if record.get("error") is not None:
             self._emit(E.ATTEMPT_FAILED, step.id, record["attempt"], dict(record))
-            if "delay" in record:
+            if "delay" in record:  # the call failed and the step waits: nothing is under way
+                self._calling[step.id] = max(0, self._calling.get(step.id, 0) - 1)
                 self._emit(
                     E.RETRY_SCHEDULED, step.id, record["attempt"], {"delay": record["delay"]}
                 )
@@ -729,7 +741,7 @@ class Execution:
         keep_history(res, outcome.history)
         keep_usage(res, outcome.usage)
         res.status = outcome.status
-        self._calling.discard(sid)
+        self._calling.pop(sid, None)
         if outcome.args is not None:
             self.args[sid] = outcome.args
         if outcome.status == S.SUCCEEDED:
