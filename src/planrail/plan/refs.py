@@ -146,6 +146,16 @@ def _is_identifier(s: str) -> bool:
     return bool(s) and s[0] in _ID_START and all(c in _ID_CHARS for c in s)
 
 
+def _dotted_path(dotted: str) -> tuple[Segment, ...] | None:
+    """The path of a matched dotted reference (``items.0.id``: the text after the step id's
+    ``.``), or ``None`` past the limits — too many segments, a ``__dunder__`` — which the full
+    parser then reports."""
+    segs = dotted.split(".")
+    if len(segs) > MAX_SEGMENTS or ("__" in dotted and any(map(_is_dunder, segs))):
+        return None
+    return tuple(int(x) if x[0] in _DIGITS else x for x in segs)
+
+
 def _is_dunder(s: str) -> bool:
     return len(s) > 4 and s.startswith("__") and s.endswith("__")
 
@@ -218,9 +228,11 @@ def _parse_template(text: str) -> Template:
     return Template(tuple(parts))
 
 
-_SIMPLE_OR_ESCAPE = re.compile(
-    r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)((?:\.(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8}))*)\}"
-)
+_SEGMENT = r"(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8})"
+"""A dotted path's segment: an identifier or an index without leading zeros."""
+_DOTTED = rf"\$\{{([A-Za-z_][A-Za-z0-9_]*)((?:\.{_SEGMENT})*)\}}"
+"""``${step.a.0.b}``: the step id, then its dotted path (the common case)."""
+_SIMPLE_OR_ESCAPE = re.compile(rf"\$\$\{{|{_DOTTED}")
 
 
 def _parse_simple(text: str) -> Template | None:
@@ -246,10 +258,10 @@ def _parse_simple(text: str) -> Template | None:
             return None
         dotted = m.group(2)
         if dotted:
-            segs = dotted[1:].split(".")
-            if len(segs) > MAX_SEGMENTS or ("__" in dotted and any(_is_dunder(x) for x in segs)):
+            path = _dotted_path(dotted[1:])
+            if path is None:
                 return None
-            ref = Reference(name, tuple(int(x) if x[0] in _DIGITS else x for x in segs))
+            ref = Reference(name, path)
         else:
             ref = Reference(name)
         if literal:
@@ -266,9 +278,7 @@ def _parse_simple(text: str) -> Template | None:
     return Template(whole, tuple(found))
 
 
-_SIMPLE_PATH = re.compile(
-    r"(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8})(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8}))*"
-)
+_SIMPLE_PATH = re.compile(rf"{_SEGMENT}(?:\.{_SEGMENT})*")
 """What ``_SIMPLE`` matches after the step id's ``.``: dotted identifiers and indexes."""
 
 
@@ -336,10 +346,10 @@ class Parser:
             if path is None:
                 if _SIMPLE_PATH.fullmatch(dotted) is None:
                     return None
-                segs = dotted.split(".")
-                if len(segs) > MAX_SEGMENTS or ("__" in dotted and any(map(_is_dunder, segs))):
+                path = _dotted_path(dotted)
+                if path is None:
                     return None
-                path = self._paths[dotted] = tuple(int(x) if x[0] in _DIGITS else x for x in segs)
+                self._paths[dotted] = path
             ref = _reference(step, path)
         self._refs[inner] = ref
         return ref
@@ -362,9 +372,7 @@ def _clip(s: str, n: int = 40) -> str:
     return repr(s if len(s) <= n else s[:n] + "…")
 
 
-_SIMPLE = re.compile(
-    r"\$\{([A-Za-z_][A-Za-z0-9_]*)((?:\.(?:[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]{0,8}))*)\}"
-)
+_SIMPLE = re.compile(_DOTTED)
 """The common case (dotted identifiers and indexes), matched in one linear regex step; anything
 else — brackets, errors, limits — goes through the full parser below."""
 
@@ -376,9 +384,8 @@ def _parse_at(text: str, start: int) -> tuple[Reference, int]:
         dotted = m.group(2)
         if not dotted:
             return Reference(m.group(1)), m.end()
-        segs = dotted[1:].split(".")
-        if len(segs) <= MAX_SEGMENTS and not any(_is_dunder(x) for x in segs):
-            path = tuple(int(x) if x[0] in _DIGITS else x for x in segs)
+        path = _dotted_path(dotted[1:])
+        if path is not None:
             return Reference(m.group(1), path), m.end()
     return _parse_full(text, start)
 
