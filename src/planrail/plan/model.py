@@ -237,7 +237,8 @@ def plain_step(raw: dict[str, Any]) -> Step | None:
     model) of the exact types pydantic passes through unchanged — the usual step of a big plan.
     ``None`` for anything else (another field, a subclass, a value pydantic would convert or
     refuse): pydantic then builds it, or says what is wrong. The step is the same as pydantic's,
-    compacted the same way (``tests/plan/test_fast_paths.py`` compares them)."""
+    compacted the same way (``tests/plan/test_fast_paths.py`` compares them). The id's pattern
+    is not checked here: the caller checks it (the shape pass reports ``invalid_id`` first)."""
     if not _PLAIN_STEP_FIELDS.issuperset(raw):
         return None
     values = _STEP_DEFAULTS.copy()
