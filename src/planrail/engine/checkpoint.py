@@ -438,7 +438,7 @@ class Checkpointer:
             output, error = red.output(result.id, output), red.scrub(error)
         kept = {
             "iteration": entry.get("iteration"),
-            "args_hash": args_hash(args),
+            "args_hash": self._digest(result.id, args, keep=True),
             "output": output,
             "error": error,
         }
@@ -523,9 +523,10 @@ class Checkpointer:
             for r in results
         ]
 
-    def _digest(self, step_id: str, args: Any) -> str:
-        """The hash of a step's arguments, reusing the one its intent computed for them."""
-        seen = self._digests.pop(step_id, None)
+    def _digest(self, step_id: str, args: Any, *, keep: bool = False) -> str:
+        """The hash of a step's arguments, reusing the one its intent computed for them (given
+        up, unless ``keep``: the step's record is the last to need it)."""
+        seen = self._digests.get(step_id) if keep else self._digests.pop(step_id, None)
         return seen[1] if seen is not None and seen[0] is args else args_hash(args)
 
     def _clean(self, rec: StepRecord) -> StepRecord:

@@ -374,6 +374,7 @@ class StepRunner:
         timeout = step.timeout
         if timeout is None and spec is not None:
             timeout = spec.timeout
+        effect = self._effect(step)
         return Attempt(
             step=step,
             perform=perform,
@@ -385,8 +386,8 @@ class StepRunner:
             priority=job.priority,
             item=index,
             extra=extra,
-            keyed=self._effect(step).may_rerun,
-            overlap=self._effect(step).retry_may_overlap,
+            keyed=effect.may_rerun,
+            overlap=effect.retry_may_overlap,
         )
 
     def _effect(self, step: Step) -> Effect:
