@@ -93,3 +93,38 @@ async def test_a_conflicting_intent_in_a_group_fails_only_its_own_step() -> None
     assert result.steps["s3"].error["type"] == "IdempotencyConflictError"
     assert "s3" not in called
     assert sorted(called) == sorted(["root", *(f"s{i}" for i in range(WIDTH) if i != 3)])
+
+
+async def test_a_durable_run_serialises_its_plan_once_for_its_records(
+    monkeypatch: Any,
+) -> None:
+    """The run's record is written at its start, at its approval and at its end; the plan it
+    stores is serialised once for all three (it never changes), plus the two hashes that bind
+    the approval (before the approver is asked, and after). The stored plan is the approved
+    one."""
+    from planrail.plan.model import Plan
+
+    dumps: list[int] = []
+    real = Plan.to_json_data
+
+    def counted(self: Plan) -> dict[str, Any]:
+        dumps.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Plan, "to_json_data", counted)
+
+    @planrail.tool(side_effects="keyed")
+    async def write(ctx: planrail.StepContext, step: str) -> str:
+        return step
+
+    store = MemoryStore()
+    plan = _wide_plan("write")
+    checked = planrail.validate(plan, [write]).raise_for_errors()
+    ex = Execution(checked, [write], store=store, approve=True)
+    result = await ex.run()
+    assert result.status == "succeeded"
+    assert len(dumps) == 3
+    stored = store.get_run(result.run_id)
+    assert stored is not None
+    assert stored.plan == ex.plan.to_json_data()
+    assert stored.plan_hash == ex.plan.hash == result.plan_hash

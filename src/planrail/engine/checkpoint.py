@@ -121,6 +121,9 @@ class Checkpointer:
         self._digests: dict[str, tuple[Any, str]] = {}
         """Per step: the arguments its intent hashed, and their hash (reused by the record)."""
         self._queued: list[_Queued] = []
+        self._plan_data: dict[str, Any] | None = None
+        """The plan as the run's record stores it (redacted), dumped once per run: the plan of
+        a run never changes, and a big plan's dump costs tens of µs per step."""
         """Intents waiting for their group commit (see :meth:`intent`)."""
         self._holding = False
         self._lease_until = float("-inf")
@@ -248,10 +251,11 @@ class Checkpointer:
         red = self.redactor
         if red is not None:
             output, error = red.scrub(output), red.scrub(error)
-        plan = self.plan.to_json_data()
+        if self._plan_data is None:
+            self._keep_plan(self.plan.dump()[1])
         return RunRecord(
             run_id=self.run_id,
-            plan=plan if red is None else red.plan_data(plan),
+            plan=self._plan_data,
             plan_hash=self.plan.hash,
             status=status,
             created_at=self.created_at,
@@ -261,6 +265,10 @@ class Checkpointer:
             approval=self.approval,
             metadata=self._run_metadata(),
         )
+
+    def _keep_plan(self, data: dict[str, Any]) -> None:
+        red = self.redactor
+        self._plan_data = data if red is None else red.plan_data(data)
 
     def _run_metadata(self) -> dict[str, Any]:
         found: dict[str, Any] = {}
@@ -305,10 +313,15 @@ class Checkpointer:
         if stored and stored[0].seq == self._seq + 1:
             self._seq = stored[-1].seq
 
-    def record_approval(self, approval: dict[str, Any]) -> None:
-        """Commit the run's approval (and queued events) before its first step starts."""
+    def record_approval(
+        self, approval: dict[str, Any], plan_data: dict[str, Any] | None = None
+    ) -> None:
+        """Commit the run's approval (and queued events) before its first step starts;
+        ``plan_data``: the plan as approved (:meth:`Plan.dump`'s), stored from now on."""
         self._check_lease()
         self.approval = approval
+        if plan_data is not None:
+            self._keep_plan(plan_data)
         self._commit(run=self._run_record("running"), events=self._take_events())
 
     def cancel_request(self) -> dict[str, Any] | None:

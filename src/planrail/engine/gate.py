@@ -155,10 +155,11 @@ async def gate(ex: Execution, needed: list[str]) -> bool:
     if answer:
         assert ex.approval is not None
         # approved means frozen: a plan changed while it was being approved is refused
-        check_approval(ex.approval, ex.plan.fresh_hash())
+        digest, approved = ex.plan.dump()
+        check_approval(ex.approval, digest)
         if ex._ckpt is not None:  # durable before the first step: a resume needs it
             assert ex.approval is not None
-            ex._ckpt.record_approval(ex.approval)
+            ex._ckpt.record_approval(ex.approval, approved)
         return True
     if answer is None and ex._ckpt is None:
         raise ApprovalRequiredError(

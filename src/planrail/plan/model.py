@@ -339,6 +339,13 @@ class Plan(BaseModel):
 
         The first hash computed is the one :attr:`hash` keeps (serialising a big plan costs tens
         of µs per step: an approval and the run's record share one)."""
-        digest = "sha256:" + hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+        return self.dump()[0]
+
+    def dump(self) -> tuple[str, dict[str, Any]]:
+        """The plan as it is now: its hash (:meth:`fresh_hash`) and the JSON data it is the hash
+        of (:meth:`to_json_data`), from one serialisation — what a run's stored record holds."""
+        data = self.to_json_data()
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
         self.__dict__.setdefault("hash", digest)
-        return digest
+        return digest, data
