@@ -251,11 +251,12 @@ class Checkpointer:
         red = self.redactor
         if red is not None:
             output, error = red.scrub(output), red.scrub(error)
-        if self._plan_data is None:
-            self._keep_plan(self.plan.dump()[1])
+        plan = self._plan_data
+        if plan is None:
+            plan = self._keep_plan(self.plan.dump()[1])
         return RunRecord(
             run_id=self.run_id,
-            plan=self._plan_data,
+            plan=plan,
             plan_hash=self.plan.hash,
             status=status,
             created_at=self.created_at,
@@ -266,9 +267,10 @@ class Checkpointer:
             metadata=self._run_metadata(),
         )
 
-    def _keep_plan(self, data: dict[str, Any]) -> None:
+    def _keep_plan(self, data: dict[str, Any]) -> dict[str, Any]:
         red = self.redactor
-        self._plan_data = data if red is None else red.plan_data(data)
+        kept = self._plan_data = data if red is None else red.plan_data(data)
+        return kept
 
     def _run_metadata(self) -> dict[str, Any]:
         found: dict[str, Any] = {}
