@@ -163,6 +163,8 @@ class Otel:
         """``{metric name: [(attributes, data point)]}``."""
         data = self.reader.get_metrics_data()
         out: dict[str, list[tuple[dict[str, Any], Any]]] = {}
+        if data is None:  # nothing recorded yet
+            return out
         for rm in data.resource_metrics:
             for sm in rm.scope_metrics:
                 for m in sm.metrics:

@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
 import pytest
 
 from planrail.engine.events import Event, EventType
-from planrail.observe.otel import MissingExtraError, OtelObserver
+from planrail.observe.otel import (
+    FLUSH_AFTER_S,
+    STEP_COUNT_BATCH,
+    MissingExtraError,
+    OtelObserver,
+)
 from planrail.observe.otel_config import _exporter, configure_from_env
 
 from .helpers import MODEL, RUN, Otel, Recorder, ev, make_execution, make_plan, make_tools, run
@@ -160,6 +166,57 @@ def test_metrics_by_status_retries_durations_tokens(otel: Otel) -> None:
     assert [(p.count, p.sum) for _, p in m["planrail.run.duration"]] == [(1, 2.0)]
     tokens = {a["gen_ai.token.type"]: p.sum for a, p in m["gen_ai.client.token.usage"]}
     assert tokens == {"input": 12, "output": 5}
+
+
+def test_step_counts_and_durations_reach_the_sdk_in_batches_and_all_by_the_end(
+    otel: Otel,
+) -> None:
+    """One more than a batch of steps: the first batch's counts and durations are handed to
+    the SDK once it is full (none before), the rest when the run ends — every step's value once,
+    with its status."""
+    obs = observer(otel)
+    n = STEP_COUNT_BATCH + 1
+    feed(obs, ev(E.RUN_STARTED, 0.0, steps=n, resumed=False))
+
+    def seen() -> tuple[dict[str, int], dict[str, tuple[int, float]]]:
+        m = otel.metrics()
+        counts = {a["planrail.step.status"]: p.value for a, p in m.get("planrail.steps", [])}
+        took = m.get("planrail.step.duration", [])
+        return counts, {a["planrail.step.status"]: (p.count, p.sum) for a, p in took}
+
+    for i in range(n):
+        status = E.STEP_FAILED if i % 2 else E.STEP_SUCCEEDED
+        feed(obs, ev(E.STEP_STARTED, float(i), f"s{i}", 1), ev(status, i + 0.25, f"s{i}", 1))
+        if i == STEP_COUNT_BATCH - 2:
+            assert seen() == ({}, {}), "nothing before the batch is full"
+    half = STEP_COUNT_BATCH // 2
+    assert seen() == (
+        {"succeeded": half, "failed": half},
+        {"succeeded": (half, half * 0.25), "failed": (half, half * 0.25)},
+    )
+    feed(obs, ev(E.RUN_FINISHED, float(n), status="failed", error=None))
+    assert seen() == (
+        {"succeeded": half + 1, "failed": half},
+        {"succeeded": (half + 1, (half + 1) * 0.25), "failed": (half, half * 0.25)},
+    )
+
+
+@pytest.mark.looptime
+async def test_a_slow_run_hands_each_batch_over_within_the_flush_delay(otel: Otel) -> None:
+    """A step ends and the next is far off: its span, count and duration reach the SDK
+    ``FLUSH_AFTER_S`` later (the run's loop's time), not at the next batch or the run's end."""
+    obs = observer(otel)
+    feed(obs, ev(E.RUN_STARTED, 0.0, steps=2, resumed=False))
+    feed(obs, ev(E.STEP_STARTED, 0.0, "a", 1), ev(E.STEP_SUCCEEDED, 2.0, "a", 1))
+    assert [s.name for s in otel.spans()] == []
+    await asyncio.sleep(FLUSH_AFTER_S)
+    assert [s.name for s in otel.spans()] == ["planrail.step a"]
+    m = otel.metrics()
+    assert [(p.count, p.sum) for _, p in m["planrail.step.duration"]] == [(1, 2.0)]
+    assert [p.value for _, p in m["planrail.steps"]] == [1]
+    feed(obs, ev(E.STEP_STARTED, 60.0, "b", 1), ev(E.STEP_SUCCEEDED, 61.0, "b", 1))
+    feed(obs, ev(E.RUN_FINISHED, 61.0, status="succeeded", error=None))
+    assert [s.name for s in otel.spans()] == ["planrail.step a", "planrail.step b", "planrail.run"]
 
 
 def test_cancelled_during_backoff_has_no_phantom_attempt(otel: Otel) -> None:

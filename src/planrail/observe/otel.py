@@ -34,14 +34,22 @@ the ids are stored with the event itself (:func:`planrail.observe.view.trace_ids
 back): no extra write, and nothing at all when nothing samples.
 
 Metrics (attributes are low-cardinality: no run or step ids): ``planrail.runs`` and
-``planrail.steps`` (counters by status; step counts are added in batches of up to
-``STEP_COUNT_BATCH`` and when the run ends), ``planrail.retries``, ``planrail.run.duration`` and
+``planrail.steps`` (counters by status), ``planrail.retries``, ``planrail.run.duration`` and
 ``planrail.step.duration`` (histograms, seconds), and ``gen_ai.client.token.usage`` (histogram,
 by ``gen_ai.token.type``).
+
+Batches: step counts, step durations and plain step spans (made directly, see
+:mod:`planrail.observe.otel_spans`) are handed to the SDK in bursts — when ``STEP_COUNT_BATCH``
+steps have ended, ``FLUSH_AFTER_S`` seconds after the first of a batch ended (on the run's event
+loop), and when the run ends. The values, times and ids are the same, one ``record`` and one
+span per step; a burst keeps the SDK's own code hot, where a call between two steps cost about
+twice as much (``docs/benchmarks.md``, section 19). A span's ids are known (and stored with the
+step's event) when the step ends.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -89,7 +97,10 @@ def _ns(seconds: float) -> int:
 
 
 STEP_COUNT_BATCH = 256
-"""Step counts are added to ``planrail.steps`` in batches of this many (and when the run ends)."""
+"""Step counts, durations and plain spans are handed to the SDK in batches of this many steps."""
+FLUSH_AFTER_S = 0.1
+"""...or this long after the first step of a batch ended, whichever comes first (and when the
+run ends): a slow run's metrics and spans are never held back longer."""
 
 
 @dataclass(slots=True)
@@ -122,6 +133,10 @@ class _Run:
     counts: dict[str, int] = field(default_factory=dict)
     """Step counts by status not yet added to the ``planrail.steps`` counter."""
     counted: int = 0
+    durations: list[tuple[float, str]] = field(default_factory=list)
+    """Step durations (seconds, status) not yet recorded in ``planrail.step.duration``."""
+    timer: Any = None
+    """The loop's timer that flushes a batch begun ``FLUSH_AFTER_S`` ago (None: none)."""
 
 
 class OtelObserver:
@@ -273,19 +288,35 @@ class OtelObserver:
         run.counts[status] = run.counts.get(status, 0) + 1
         run.counted += 1
         if run.counted >= STEP_COUNT_BATCH:
-            self._add_counts(run)
+            self._flush(run)
+        elif run.timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # events fed from outside a loop: batches, and the run's end
+                return
+            run.timer = loop.call_later(FLUSH_AFTER_S, self._flush, run)
 
-    def _add_counts(self, run: _Run) -> None:
+    def _flush(self, run: _Run) -> None:
+        """Hand the batched spans, step counts and durations to the SDK."""
+        if run.timer is not None:
+            run.timer.cancel()
+            run.timer = None
+        if run.direct is not None:
+            run.direct.flush()
         for status, n in run.counts.items():
             self._m_steps.add(n, _tags(status))
         run.counts.clear()
         run.counted = 0
+        record = self._m_step_s.record
+        for took, status in run.durations:
+            record(took, _tags(status))
+        run.durations.clear()
 
     def _run_finished(self, run: _Run, event: Event) -> None:
         status = str(event.data.get("status") or "unknown")
         for sid, step in list(run.steps.items()):  # still running: the run was cancelled
             self._close_step(run, sid, step, event, "cancelled", {})
-        self._add_counts(run)
+        self._flush(run)
         run.span.set_attribute("planrail.run.status", status)
         if event.data.get("error"):
             run.span.set_attribute("planrail.run.error", str(event.data["error"]))
@@ -396,9 +427,9 @@ class OtelObserver:
         self._end_attempt(step, event.at, error, status)
         if run.sampled:
             self._step_span(run, sid, step, event, status, data, error, usage)
-        self._count(run, status)
         if step.started is not None:
-            self._m_step_s.record(max(event.at - step.started, 0.0), _tags(status))
+            run.durations.append((max(event.at - step.started, 0.0), status))
+        self._count(run, status)
         if usage:
             model = self._model(sid, event)
             for key, kind in (("input_tokens", "input"), ("output_tokens", "output")):

@@ -64,6 +64,8 @@ class DirectSpans:
         self._info = tracer.instrumentation_info
         self._scope = tracer._instrumentation_scope
         self._flags = trace_flags
+        self.pending: list[Any] = []
+        """Spans made and not yet handed to the processors (see :meth:`flush`)."""
 
     @classmethod
     def under(cls, tracer: Any, run_span: Any) -> DirectSpans | None:
@@ -89,24 +91,32 @@ class DirectSpans:
         end: int,
         status: Any = None,
     ) -> Any:
-        """Emit the finished span ``name`` under the span context ``parent``; its context."""
+        """The finished span ``name`` under the span context ``parent``: its context now, the
+        span itself to the processors at the next :meth:`flush` (in the order they ended)."""
         ctx = self._context(parent.trace_id, self._new_id(), False, self._flags, parent.trace_state)
-        extra = {} if status is None else {"status": status}
-        self._on_end(
-            self._readable(
-                name,
-                ctx,
-                parent,
-                self._resource,
-                attributes,
-                instrumentation_info=self._info,
-                start_time=start,
-                end_time=end,
-                instrumentation_scope=self._scope,
-                **extra,
-            )
-        )
+        self.pending.append((name, ctx, parent, attributes, start, end, status))
         return ctx
+
+    def flush(self) -> None:
+        """Hand the pending spans to the span processors (``on_end``), in order."""
+        readable, on_end = self._readable, self._on_end
+        for name, ctx, parent, attributes, start, end, status in self.pending:
+            extra = {} if status is None else {"status": status}
+            on_end(
+                readable(
+                    name,
+                    ctx,
+                    parent,
+                    self._resource,
+                    attributes,
+                    instrumentation_info=self._info,
+                    start_time=start,
+                    end_time=end,
+                    instrumentation_scope=self._scope,
+                    **extra,
+                )
+            )
+        self.pending.clear()
 
 
 def _direct_safe(tracer: Any, run_span: Any) -> bool:
