@@ -192,8 +192,11 @@ def resolve_cmd(
     ] = None,
     store: StoreOpt = None,
 ) -> None:
-    """Decide an in-doubt step, or one item of it (``--item I``): it happened
-    (``--succeeded``), it did not (``--retry``: run it again on resume; ``--failed``)."""
+    """Decide an in-doubt step, or one item of it: it happened, or not.
+
+    --succeeded: it happened (--output: its output, as JSON).
+    --retry: run it again on resume. --failed: it did not happen.
+    --item I: decide item I of a for_each step, not the step."""
     console = out(False)
     if succeeded + retry + failed != 1:
         raise fail(console, "give exactly one of --succeeded, --retry or --failed", ExitCode.USAGE)
