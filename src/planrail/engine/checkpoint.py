@@ -121,10 +121,10 @@ class Checkpointer:
         self._digests: dict[str, tuple[Any, str]] = {}
         """Per step: the arguments its intent hashed, and their hash (reused by the record)."""
         self._queued: list[_Queued] = []
+        """Intents waiting for their group commit (see :meth:`intent`)."""
         self._plan_data: dict[str, Any] | None = None
         """The plan as the run's record stores it (redacted), dumped once per run: the plan of
         a run never changes, and a big plan's dump costs tens of µs per step."""
-        """Intents waiting for their group commit (see :meth:`intent`)."""
         self._holding = False
         self._lease_until = float("-inf")
         """When our lease expires unless renewed, by our clock."""

@@ -280,6 +280,11 @@ def plain_step(raw: dict[str, Any]) -> Step | None:
 _new = object.__new__
 
 
+def _canonical(data: Any) -> str:
+    """:meth:`Plan.canonical_json` of a plan's JSON data."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 class Stage(BaseModel):
     """A named group of steps with the sub-goal they must reach (see ``docs/plan-format.md``)."""
 
@@ -322,9 +327,7 @@ class Plan(BaseModel):
 
     def canonical_json(self) -> str:
         """A byte-stable JSON text of the plan: sorted keys, no spaces, defaults omitted."""
-        return json.dumps(
-            self.to_json_data(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
+        return _canonical(self.to_json_data())
 
     @cached_property
     def hash(self) -> str:
@@ -345,7 +348,6 @@ class Plan(BaseModel):
         """The plan as it is now: its hash (:meth:`fresh_hash`) and the JSON data it is the hash
         of (:meth:`to_json_data`), from one serialisation — what a run's stored record holds."""
         data = self.to_json_data()
-        text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        digest = "sha256:" + hashlib.sha256(_canonical(data).encode("utf-8")).hexdigest()
         self.__dict__.setdefault("hash", digest)
         return digest, data
