@@ -199,16 +199,16 @@ def execution_of(plan: dict[str, Any], registry: list[Any], runner: Any) -> Any:
     )
 
 
+@pytest.mark.parametrize("tool", ["block_then_clean", "ablock_then_clean"])
 async def test_a_cancelled_task_sees_one_interrupt_and_its_clean_up_finishes(
-    ray_runner: Any, ledger: Ledger
+    tool: str, ray_runner: Any, ledger: Ledger
 ) -> None:
     """A task's graceful cancel is sent again every half second until the call ends (Ray drops
-    one that reaches the worker while it starts the task); the tool sees only the first, so a
+    one that reaches the worker while it starts the task); the tool sees only the first — a
+    KeyboardInterrupt in a sync call, a CancelledError in an async one placed as a task — so a
     clean-up three times as long runs to its end, and nothing is forced."""
     at = str(ledger)
-    plan = {
-        "steps": [{"id": "slow", "tool": "block_then_clean", "args": {"ledger": at, "step": "s"}}]
-    }
+    plan = {"steps": [{"id": "slow", "tool": tool, "args": {"ledger": at, "step": "s"}}]}
     ex = execution(plan, ray_runner)
     task = asyncio.ensure_future(ex.run())
     await ledger.wait_started()

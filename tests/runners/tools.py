@@ -129,6 +129,15 @@ def double(ctx: StepContext, ledger: str, step: str, x: int) -> int:
     return 2 * x
 
 
+def _began(ledger: str) -> None:
+    """Tell the test the call has begun (``Ledger.wait_started``: the test holds the FIFO)."""
+    fd = os.open(Path(ledger).parent / "started", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(fd, b"x")
+    finally:
+        os.close(fd)
+
+
 def _release(ledger: str) -> int:
     """The ledger's release FIFO, opened for reading without waiting for a writer: it becomes
     readable when the test lets go (``Ledger.let_go``)."""
@@ -186,8 +195,7 @@ def block_then_clean(ctx: StepContext, ledger: str, step: str) -> int:
     _start(ledger, step, ctx)
     fd = _release(ledger)
     try:
-        with open(Path(ledger).parent / "started", "wb", buffering=0) as began:
-            began.write(b"x")
+        _began(ledger)
         while not select.select([fd], [], [], 0.05)[0]:
             pass
     except KeyboardInterrupt:
@@ -198,6 +206,28 @@ def block_then_clean(ctx: StepContext, ledger: str, step: str) -> int:
         record(ledger, ev="cleaned", step=step)
         raise
     finally:
+        os.close(fd)
+    return 0
+
+
+@planrail.tool(side_effects="none", compute={"num_cpus": 1})
+async def ablock_then_clean(ctx: StepContext, ledger: str, step: str) -> int:
+    """Async, placed as a Ray task (``compute``): as :func:`block_then_clean`, cancelled."""
+    _start(ledger, step, ctx)
+    loop = asyncio.get_running_loop()
+    released = loop.create_future()
+    fd = _release(ledger)
+    loop.add_reader(fd, lambda: released.done() or released.set_result(None))
+    try:
+        _began(ledger)
+        await released
+    except asyncio.CancelledError:
+        record(ledger, ev="cleaning", step=step)
+        await asyncio.sleep(CLEAN_UP_S)  # the tool's own clean-up; a second cancel would end it
+        record(ledger, ev="cleaned", step=step)
+        raise
+    finally:
+        loop.remove_reader(fd)
         os.close(fd)
     return 0
 
@@ -277,6 +307,7 @@ ALL = [
     ablock,
     block,
     block_then_clean,
+    ablock_then_clean,
     gate,
     pay_keyed,
     pay_unsafe,

@@ -16,7 +16,8 @@ process; only fully resolved, validated tool calls cross to Ray:
   (a timeout, a cancelled run) is ``ray.cancel``: graceful first, then forced after
   ``cancel_grace`` seconds (a task's worker is killed; an actor is killed and replaced). A
   task's graceful cancel is sent again every half second until the call ends (Ray drops one
-  that reaches the worker while it starts the task); the tool sees one KeyboardInterrupt;
+  that reaches the worker while it starts the task); the tool sees only the first (a
+  KeyboardInterrupt in a sync call, a CancelledError in an async one);
 - tools travel by import path (:mod:`planrail.backends.shipping`), checked on the workers
   themselves by :meth:`RayRunner.prepare`, which also warms the actor pool before the first step.
 
@@ -72,16 +73,44 @@ def _execute(locator: Locator, kwargs: dict[str, Any]) -> Any:
     tool = resolve(locator)
     kwargs = {k: ray.get(v) if isinstance(v, ray.ObjectRef) else v for k, v in kwargs.items()}
     if tool.is_async:
-        return asyncio.run(tool.fn(**kwargs))
+        return asyncio.run(_once_interrupted(tool.fn(**kwargs)))
     with _one_interrupt():
         return tool.fn(**kwargs)
+
+
+async def _once_interrupted(call: Any) -> Any:
+    """An async tool's call in a task's own event loop: Ray's graceful cancel (a SIGINT
+    simulated in this main thread) cancels it — the first one only, so its clean-up runs to its
+    end. The loop watches for the signal (``add_signal_handler``); without that it slept in its
+    selector through the cancel, and the call ran on until ``cancel_grace`` forced its worker."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    done = False
+
+    def first_only() -> None:
+        nonlocal done
+        if not done and task is not None:
+            done = True
+            task.cancel()
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, first_only)
+    except (RuntimeError, ValueError):  # not the main thread: no signal reaches this loop
+        return await call
+    try:
+        return await call
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
 def _one_interrupt() -> Iterator[None]:
     """Ray's graceful cancel is a SIGINT simulated in the task's (main) thread, and the runner
-    sends it again until the call ends (:meth:`RayRunner._stop`): only the first becomes a
-    KeyboardInterrupt, so the tool's own clean-up is not cut short by the next one."""
+    sends it again until the call ends (:meth:`RayRunner._stop`): only the first reaches the
+    handler in place (Python's: a KeyboardInterrupt in the sync call), so the tool's own
+    clean-up is not cut short by the next one."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -91,7 +120,10 @@ def _one_interrupt() -> Iterator[None]:
         nonlocal interrupted
         if not interrupted:
             interrupted = True
-            raise KeyboardInterrupt
+            if callable(previous):
+                previous(signum, frame)
+            else:  # SIG_DFL or SIG_IGN set by someone: what a graceful cancel means in Python
+                raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, first_only)
     try:
