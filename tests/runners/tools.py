@@ -148,19 +148,25 @@ def _release(ledger: str) -> int:
 async def ablock(ctx: StepContext, ledger: str, step: str) -> int:
     """Wait until cancelled (recorded), or until the test lets go: the loop watches the FIFO."""
     _start(ledger, step, ctx)
+    try:
+        await _until_released(ledger)
+    except asyncio.CancelledError:
+        record(ledger, ev="stopped", step=step)
+        raise
+    return 0
+
+
+async def _until_released(ledger: str) -> None:
+    """Until the test lets go (the loop watches the release FIFO)."""
     loop = asyncio.get_running_loop()
     released = loop.create_future()
     fd = _release(ledger)
     loop.add_reader(fd, lambda: released.done() or released.set_result(None))
     try:
         await released
-    except asyncio.CancelledError:
-        record(ledger, ev="stopped", step=step)
-        raise
     finally:
         loop.remove_reader(fd)
         os.close(fd)
-    return 0
 
 
 @planrail.tool(side_effects="none")
@@ -214,21 +220,14 @@ def block_then_clean(ctx: StepContext, ledger: str, step: str) -> int:
 async def ablock_then_clean(ctx: StepContext, ledger: str, step: str) -> int:
     """Async, placed as a Ray task (``compute``): as :func:`block_then_clean`, cancelled."""
     _start(ledger, step, ctx)
-    loop = asyncio.get_running_loop()
-    released = loop.create_future()
-    fd = _release(ledger)
-    loop.add_reader(fd, lambda: released.done() or released.set_result(None))
     try:
         _began(ledger)
-        await released
+        await _until_released(ledger)
     except asyncio.CancelledError:
         record(ledger, ev="cleaning", step=step)
         await asyncio.sleep(CLEAN_UP_S)  # the tool's own clean-up; a second cancel would end it
         record(ledger, ev="cleaned", step=step)
         raise
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
     return 0
 
 
