@@ -796,3 +796,7 @@ def test_two_same_calls_have_the_same_rough_key(a: dict[str, Any], b: dict[str, 
     key must never have two rough keys (then a duplicate would go unseen)."""
     if duplicates._call_key("t", a) == duplicates._call_key("t", b):
         assert duplicates._rough_key("t", a) == duplicates._rough_key("t", b)
+    # the same call written in another key order: the two keys agree every time
+    reordered = dict(reversed(list(a.items())))
+    assert duplicates._call_key("t", reordered) == duplicates._call_key("t", a)
+    assert duplicates._rough_key("t", reordered) == duplicates._rough_key("t", a)

@@ -22,7 +22,7 @@ from typing import Any
 from planrail.plan.effects import tool_effect
 from planrail.plan.model import Step
 from planrail.plan.refs import Reference, json_path
-from planrail.plan.validate_context import Context, Level, output_schema_of
+from planrail.plan.validate_context import NON_TEXT_SCALARS, Context, Level, output_schema_of
 
 __all__ = ["SYNTAXES", "Placeholder", "find_placeholders", "placeholders_pass"]
 
@@ -245,7 +245,7 @@ def _candidates(
                 text = _literal(ctx, v)
                 if text is not None and k not in skip:
                     out.append(((k,), text))
-            elif type(v) in _NO_TEXT:
+            elif type(v) in NON_TEXT_SCALARS:
                 continue  # a number, a boolean, null: no text to hold a placeholder
             elif k not in skip:
                 stack.append(((k,), v))
@@ -262,9 +262,6 @@ def _candidates(
         elif type(v) is list:
             stack.extend(((*segs, i), x) for i, x in enumerate(v))
     return out
-
-
-_NO_TEXT = frozenset((int, float, bool, type(None)))
 
 
 def _literal(ctx: Context, v: str) -> str | None:

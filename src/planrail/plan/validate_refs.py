@@ -12,7 +12,7 @@ from planrail.plan.compiled import LOCAL_NAMES, StepPath, step_fields
 from planrail.plan.graph import cycles
 from planrail.plan.model import Step
 from planrail.plan.refs import Reference, iter_strings_with_dollar, json_path
-from planrail.plan.validate_context import Context, walk_strings
+from planrail.plan.validate_context import NON_TEXT_SCALARS, Context, walk_strings
 
 __all__ = ["cycles_pass", "dependencies_pass", "output_fields_pass", "references_pass"]
 
@@ -152,7 +152,6 @@ def references_pass(ctx: Context) -> None:
                     ctx.output_refs.append((path, ref))
 
 
-_SCALARS = frozenset((int, float, bool, type(None)))
 _STRS = frozenset((str,))
 
 
@@ -178,7 +177,7 @@ def _dollar_strings(
                 if "$" in item:
                     where = ("args", k, i)
                     found.append((paths.setdefault(where, where), item))
-        elif kind not in _SCALARS:  # another container, a subclass: the walk
+        elif kind not in NON_TEXT_SCALARS:  # another container, a subclass: the walk
             found = [
                 (paths.setdefault(where, where), text)
                 for where, text in iter_strings_with_dollar(args, ("args",))
