@@ -7,8 +7,11 @@ validation, build and execution — what ``planrail.arun(plan)`` does) once and 
 instructions one more run costs per step, start-up and imports cancelled out. Two more rows
 say what that is against: the same DAG run by the bare asyncio baseline (one task per step,
 ``bench/engines/bare_asyncio.py``: the floor of ``bench.overhead``), and, per tree,
-``validate`` alone on ``bench.validation``'s plan of the same size, and ``run()`` alone (three
-executions prepared either way, one or three of them run). Needs valgrind (Debian's package).
+``validate`` alone on ``bench.validation``'s plan of the same size, ``run()`` alone (three
+executions prepared either way, one or three of them run), and ``run()`` alone on the durable
+path: the same DAG with ``keyed`` tools and a SQLite store (each step's intent, then its outcome,
+committed; fsync is a system call, so callgrind counts the CPU work of durability, not the
+disk's). Needs valgrind (Debian's package).
 
     python -m bench.instructions [--steps 2000] [--against /tmp/planrail-before]
     # e.g. git worktree add --detach /tmp/planrail-before 0fa02f0
@@ -45,24 +48,35 @@ dag = layered(n, width=100, seed=1, durations="zero")
 for _ in range(runs):
     assert bare_asyncio.run(dag, scale=0.0).per_node_inputs_ok
 """
-EXECUTE = """
-import asyncio, sys
+_EXECUTE = """
+import asyncio, sys, tempfile
+from pathlib import Path
 import planrail
 from bench.dags import layered
 from bench.engines import planrail_adapter
 from planrail.plan.loader import PlanLimits
-runs, n = int(sys.argv[1]), int(sys.argv[2])
+from planrail.store import SQLiteStore
+runs, n, durable = int(sys.argv[1]), int(sys.argv[2]), DURABLE
 plan = planrail_adapter.to_plan(layered(n, width=100, seed=1, durations="zero"), 0.0)
 
-@planrail.tool(side_effects="none")
+@planrail.tool(side_effects="keyed" if durable else "none")
 async def node(id: str, duration: float, inputs: list[str]) -> str:
     return id
 
 limits = PlanLimits(max_steps=10 * n, max_plan_bytes=1 << 30, max_nodes=1000 * n)
-built = [planrail.prepare(plan, tools=[node], limits=limits) for _ in range(3)]
-for execution in built[:runs]:  # 3 built either way: the difference is execution alone
-    assert asyncio.run(execution.run()).status == "succeeded"
+with tempfile.TemporaryDirectory() as tmp:
+    store = SQLiteStore(Path(tmp) / "runs.db") if durable else None
+    built = [
+        planrail.prepare(plan, tools=[node], limits=limits, store=store, approve=durable)
+        for _ in range(3)
+    ]
+    for execution in built[:runs]:  # 3 built either way: the difference is execution alone
+        assert asyncio.run(execution.run()).status == "succeeded"
+    if store is not None:
+        store.close()
 """
+EXECUTE = _EXECUTE.replace("DURABLE", "False", 1)
+DURABLE = _EXECUTE.replace("DURABLE", "True", 1)
 VALIDATE = """
 import sys
 from bench.validation import LIMITS, TOOLS, _cold, generate
@@ -102,6 +116,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = {str(t): per_step(t, args.steps) for t in trees}
     validation = {str(t): per_step(t, args.steps, VALIDATE) for t in trees}
     execution = {str(t): per_step(t, args.steps, EXECUTE) for t in trees}
+    durable = {str(t): per_step(t, args.steps, DURABLE) for t in trees}
     bare = per_step(ROOT, args.steps, BARE)
     base = results[str(ROOT)]
     print(f"instructions per step (build + execute, {args.steps}-step layered DAG)")
@@ -111,6 +126,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print("execution alone (run(), the same DAG)")
     for tree, ir in execution.items():
         print(f"  {ir / 1000:8.1f}k  {ir / bare:6.2f}x bare asyncio  {tree}")
+    print("durable execution alone (run(), the same DAG, keyed tools, a SQLite store)")
+    for tree, ir in durable.items():
+        print(f"  {ir / 1000:8.1f}k  {ir / durable[str(ROOT)]:6.3f}x  {tree}")
     print(f"validate alone ({args.steps}-step plan of bench.validation)")
     for tree, ir in validation.items():
         print(f"  {ir / 1000:8.1f}k  {ir / validation[str(ROOT)]:6.3f}x  {tree}")
@@ -118,6 +136,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     record = {"steps": args.steps, "per_step": results, "bare_asyncio": bare}
     record["validate_per_step"] = validation
     record["execute_per_step"] = execution
+    record["durable_execute_per_step"] = durable
     out.write_text(json.dumps(record, indent=1) + "\n")
     return results
 

@@ -19,12 +19,10 @@ at once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-from json.encoder import c_encode_basestring as _c_encode_text  # type: ignore[attr-defined]
-from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from typing import Any, NamedTuple
 
+from planrail._json import canonical as canonical_json
 from planrail.errors import RepeatedCallError
 from planrail.plan.model import Step
 from planrail.policies.limits import RunPolicy
@@ -155,18 +153,6 @@ def _sites(earlier: str | CallSite | list[CallSite]) -> list[CallSite]:
     return earlier if isinstance(earlier, list) else [earlier]
 
 
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-)
-_ENCODE = (
-    _c_make_encoder(None, str, _c_encode_text, None, ":", ",", True, False, True)
-    if _c_make_encoder is not None and _c_encode_text is not None
-    else None
-)
-"""The C encoder of ``_CANONICAL``'s options, made once (``JSONEncoder.encode`` makes one per
-call: most of the guard's cost)."""
-
-
 def _key(tool: str, args: Any) -> int:
     """A hash of the tool and the arguments' canonical JSON (sorted keys, no spaces): equal for
     arguments whose JSON is equal (key order does not matter; ``1``, ``1.0`` and ``true``
@@ -175,18 +161,6 @@ def _key(tool: str, args: Any) -> int:
     ``max_identical_calls``.
     """
     return hash((tool, canonical_json(args)))
-
-
-def canonical_json(args: Any) -> str:
-    """JSON text with sorted keys and no spaces (``default=str`` for what JSON cannot hold):
-    what ``json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-    default=str)`` returns, the guard's key and the intent's arguments hash alike."""
-    if _ENCODE is not None:
-        try:
-            return "".join(_ENCODE(args, 0))
-        except (TypeError, ValueError, RecursionError):  # what the full encoder says better
-            pass
-    return _CANONICAL.encode(args)
 
 
 def _ordinal(n: int) -> str:

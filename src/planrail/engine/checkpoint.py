@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from planrail.engine.call_guard import canonical_json
 from planrail.engine.events import Event
 from planrail.engine.owners import Owner, owner_gone, this_owner
 from planrail.engine.result import StepResult, history_of, usage_of
@@ -29,6 +27,7 @@ from planrail.plan.effects import Effect, effects_of, step_effect
 from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Redactor
 from planrail.plan.tools import ToolRegistry
+from planrail.policies.security import args_digest
 from planrail.store.base import Event as StoredEvent
 from planrail.store.base import IdempotencyConflictError, Intent, RunRecord, StepRecord, Store
 from planrail.types import Clock, StepStatus
@@ -69,9 +68,9 @@ class LeaseLostError(ExecutionError):
     code = "lease_lost"
 
 
-def args_hash(args: Any) -> str:
-    """A stable hash of resolved arguments (canonical JSON)."""
-    return "sha256:" + hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
+args_hash = args_digest
+"""A stable hash of resolved arguments: ``sha256:`` + the digest of their canonical JSON (the
+same as an approval's :func:`~planrail.policies.security.args_digest`)."""
 
 
 def _owner() -> str:

@@ -11,9 +11,9 @@ twice on purpose (a clock, a queue) is legitimate.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from planrail._json import encoder
 from planrail.plan.model import Step
 from planrail.plan.validate_context import Context
 
@@ -97,9 +97,10 @@ def _call_key(tool: str, args: dict[str, Any]) -> tuple[Any, ...] | None:
         bools = frozenset(k for k, v in args.items() if type(v) is bool) if bool in kinds else None
         return tool, frozenset(args.items()), bools
     try:
-        return tool, json.dumps(args, sort_keys=True, separators=(",", ":"))
+        return tool, _SORTED(args)
     except (TypeError, ValueError):
         return None
 
 
 _FLAT = frozenset((str, int, bool, type(None)))
+_SORTED = encoder(sort_keys=True)

@@ -18,12 +18,12 @@ internals, and text such as ``{0.__class__}`` or ``{{ x }}`` is inert.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from planrail._json import encoder
 from planrail.errors import ReferenceResolutionError, ReferenceSyntaxError
 
 __all__ = [
@@ -164,7 +164,7 @@ def _as_text(value: Any, ref: Reference) -> str:
     if type(value) is str:
         return value
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_not_json)
+        return _TEXT(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ReferenceResolutionError(
             f"{ref}: the output cannot be written as JSON text: {exc}"
@@ -174,6 +174,10 @@ def _as_text(value: Any, ref: Reference) -> str:
 def _not_json(value: Any) -> Any:
     # json's own default reads ``value.__class__``; type() does not touch the object.
     raise TypeError(f"a {type(value).__name__} is not JSON data")
+
+
+_TEXT = encoder(ensure_ascii=False, default=_not_json)
+"""An output written into text: its compact JSON (text as it is)."""
 
 
 def parse_template(text: str) -> Template:

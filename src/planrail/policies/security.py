@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from planrail._json import canonical
 from planrail.errors import ApprovalRefusedError, ExecutionError, PlanError, PlanrailError
 from planrail.plan.copied import in_goal
 from planrail.plan.effects import tool_effect
@@ -138,8 +139,7 @@ def check_approval(approval: Mapping[str, Any] | None, plan_hash: str) -> None:
 
 def args_digest(args: Any) -> str:
     """``sha256:`` + the hex digest of ``args`` as canonical JSON (what an approval binds)."""
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical(args).encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------- values

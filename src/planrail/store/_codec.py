@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from planrail._json import encoder
 from planrail.errors import StoreCorruptError, StoreError
 from planrail.store.base import (
     Event,
@@ -56,7 +57,7 @@ LEASE_COLUMNS = ("run_id", "owner", "expires_at")
 
 Row = tuple[Any, ...]
 
-_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_encode = encoder(ensure_ascii=False, allow_nan=False)
 
 
 _EMPTY = {type(None): "null", dict: "{}", list: "[]"}
@@ -76,7 +77,7 @@ def dump(value: Any, what: str, *names: Any) -> str:
         if empty is not None:
             return empty
     try:
-        return _encoder.encode(value)
+        return _encode(value)
     except (TypeError, ValueError) as exc:
         raise _not_json(what.format(*names) if names else what, exc) from None
 
