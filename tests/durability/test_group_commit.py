@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import planrail
+from planrail.engine.approval import approve_all
 from planrail.engine.executor import Execution
 from planrail.store import MemoryStore
 from planrail.store.base import Intent
@@ -95,13 +98,15 @@ async def test_a_conflicting_intent_in_a_group_fails_only_its_own_step() -> None
     assert sorted(called) == sorted(["root", *(f"s{i}" for i in range(WIDTH) if i != 3)])
 
 
+@pytest.mark.parametrize("approved_by", ["approve=True", "an approver"])
 async def test_a_durable_run_serialises_its_plan_once_for_its_records(
-    monkeypatch: Any,
+    monkeypatch: Any, approved_by: str
 ) -> None:
     """The run's record is written at its start, at its approval and at its end; the plan it
-    stores is serialised once for all three (it never changes), plus the two hashes that bind
-    the approval (before the approver is asked, and after). The stored plan is the approved
-    one."""
+    stores is serialised once for all three (it never changes), plus the hashes that bind the
+    approval: one when ``approve=True`` decides at once, two when an approver is awaited
+    (before it is asked, and after: a plan changed meanwhile is refused). The stored plan is
+    the approved one."""
     from planrail.plan.model import Plan
 
     dumps: list[int] = []
@@ -120,10 +125,13 @@ async def test_a_durable_run_serialises_its_plan_once_for_its_records(
     store = MemoryStore()
     plan = _wide_plan("write")
     checked = planrail.validate(plan, [write]).raise_for_errors()
-    ex = Execution(checked, [write], store=store, approve=True)
+    how: dict[str, Any] = (
+        {"approve": True} if approved_by == "approve=True" else {"approver": approve_all}
+    )
+    ex = Execution(checked, [write], store=store, **how)
     result = await ex.run()
     assert result.status == "succeeded"
-    assert len(dumps) == 3
+    assert len(dumps) == (2 if approved_by == "approve=True" else 3)
     stored = store.get_run(result.run_id)
     assert stored is not None
     assert stored.plan == ex.plan.to_json_data()

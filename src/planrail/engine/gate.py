@@ -151,11 +151,14 @@ async def gate(ex: Execution, needed: list[str]) -> bool:
     here, ``awaiting_approval``."""
     if not ex._sealed or ex.approval is not None or not needed:
         return True  # an open plan is approved when it is sealed; a held one was checked
-    answer = await decide(ex, needed)
+    # approve=True decides at once (nobody is awaited): the plan it approves is the one
+    # serialised here, once. An approver is awaited: the plan is serialised again after it.
+    dumped = ex.plan.dump() if ex.approve else None
+    answer = await decide(ex, needed, None if dumped is None else dumped[0])
     if answer:
         assert ex.approval is not None
         # approved means frozen: a plan changed while it was being approved is refused
-        digest, approved = ex.plan.dump()
+        digest, approved = ex.plan.dump() if dumped is None else dumped
         check_approval(ex.approval, digest)
         if ex._ckpt is not None:  # durable before the first step: a resume needs it
             assert ex.approval is not None
@@ -178,9 +181,11 @@ async def gate(ex: Execution, needed: list[str]) -> bool:
     return False
 
 
-async def decide(ex: Execution, needed: list[str]) -> bool | None:
-    """Ask for the approval of the plan as it is now (``approve=True`` is a yes)."""
-    current = ex.plan.fresh_hash()
+async def decide(ex: Execution, needed: list[str], current: str | None = None) -> bool | None:
+    """Ask for the approval of the plan as it is now (``approve=True`` is a yes); ``current``:
+    its hash, if the caller has just computed it."""
+    if current is None:
+        current = ex.plan.fresh_hash()
     now = ex.clock.now()
     pinned = schema_pins(ex.plan, ex.registry)
     extra = {SCHEMAS: pinned} if pinned else {}
