@@ -3,12 +3,15 @@ input order; every item has its own idempotency key and attempts."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from planrail.errors import RetryableError
-from planrail.testing import ECHO, FaultTool, Slow
+from planrail.runs import prepare
+from planrail.store import MemoryStore
+from planrail.testing import ECHO, FaultTool, Hang, Slow
 
 from .conftest import now, run_plan
 
@@ -137,3 +140,42 @@ async def test_a_non_list_at_run_time_fails_clearly() -> None:
         policy={"max_items": 2},
     )
     assert "limit is 2" in too_many.steps["each"].error["message"]
+
+
+async def _cancel_at(execution: Any, seconds: float) -> None:
+    """Run ``execution``, cancel it ``seconds`` of virtual time later; the cancellation reaches
+    the caller."""
+    task = asyncio.ensure_future(execution.run())
+    await asyncio.sleep(seconds)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize(
+    ("second", "status"), [("waits to retry", "cancelled"), ("runs", "in_doubt")]
+)
+async def test_a_committed_item_is_no_call_under_way_when_the_run_is_cancelled(
+    second: str, status: str
+) -> None:
+    """A durable fan-out of an unsafe tool, one item at a time: item 0 succeeded and is
+    committed, item 1 is cancelled while it waits to retry (no call under way: the step is
+    ``cancelled``, a resume calls item 1 again) or while its call runs (its effect is unknown:
+    ``in_doubt``). Item 0's finished call counted as under way until the step ended."""
+    plan, source = fan_plan(
+        [0, 1], max_parallel=1, retry={"max_attempts": 5, "initial_delay": 100, "jitter": 0}
+    )
+    later: Any = RetryableError("down") if second == "waits to retry" else Hang()
+    work = FaultTool("work", [{"v": 0}, later], side_effects="unsafe")
+    store = MemoryStore()
+    execution = prepare(plan, [source, work, FaultTool("sink", [ECHO])], store=store, approve=True)
+    await _cancel_at(execution, 50)
+    assert [c.item for c in work.calls] == [0, 1]
+    each = execution.results["each"]
+    assert each.status == status
+    if status == "cancelled":
+        assert "waited to retry" in (each.reason or "")
+    stored = store.get_steps(execution.run_id)["each"]
+    assert stored.status == status
+    assert list(stored.metadata["items"]) == ["0"]  # what a resume keeps: item 0 only

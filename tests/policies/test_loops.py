@@ -3,11 +3,15 @@ earlier iterations handed to the step."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
-from planrail.testing import FaultTool
+from planrail.errors import RetryableError
+from planrail.runs import prepare
+from planrail.store import MemoryStore
+from planrail.testing import FaultTool, Hang
 
 from .conftest import run_plan
 
@@ -102,3 +106,32 @@ async def test_an_exhausted_loop_can_take_its_fallback() -> None:
     assert result.steps["draft"].degraded
     assert result.steps["draft"].output == {"score": 0}
     assert "2 iterations" in (result.steps["draft"].reason or "")
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize(
+    ("second", "status"), [("waits to retry", "cancelled"), ("runs", "in_doubt")]
+)
+async def test_a_committed_iteration_is_no_call_under_way_when_the_run_is_cancelled(
+    second: str, status: str
+) -> None:
+    """A durable loop of an unsafe tool: iteration 1 finished and is committed, iteration 2 is
+    cancelled while it waits to retry (no call under way: ``cancelled``, a resume goes on
+    after iteration 1) or while its call runs (its effect is unknown: ``in_doubt``)."""
+    later: Any = RetryableError("down") if second == "waits to retry" else Hang()
+    tool = FaultTool("writer", [{"score": 1}, later], side_effects="unsafe")
+    retry = {"max_attempts": 5, "initial_delay": 100, "jitter": 0}
+    plan = loop_plan({"ge": ["${self.score}", 8]}, 5, retry=retry)
+    store = MemoryStore()
+    execution = prepare(plan, [tool], store=store, approve=True)
+    task = asyncio.ensure_future(execution.run())
+    await asyncio.sleep(50)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert tool.call_count == 2
+    draft = execution.results["draft"]
+    assert draft.status == status
+    if status == "cancelled":
+        assert "waited to retry" in (draft.reason or "")
+    assert store.get_steps(execution.run_id)["draft"].status == status

@@ -37,7 +37,13 @@ from planrail.engine.step_runner import (
     StepRunner,
     ToolAction,
 )
-from planrail.errors import PlanrailError, ReferenceResolutionError, StoreError, error_dict
+from planrail.errors import (
+    CallCrashedError,
+    PlanrailError,
+    ReferenceResolutionError,
+    StoreError,
+    error_dict,
+)
 from planrail.plan.compiled import CompiledPlan
 from planrail.plan.copied import provenance_for
 from planrail.plan.model import Plan, Step
@@ -189,8 +195,15 @@ class Execution:
         self._calling: dict[str, int] = {}
         """Per step whose action has been called: the calls that may be under way — each call
         counts until its attempt failed and a retry was scheduled (then nothing is under way
-        while the step waits); a call that returned counts until the step's outcome is
-        recorded (for cancellations: its effect happened, but is not recorded yet)."""
+        while the step waits), or until the output of its fan-out item is committed; any other
+        call that returned counts until the step's outcome is recorded (for cancellations: its
+        effect happened, but is not recorded yet)."""
+        self._item_calls: dict[str, dict[int, int]] = {}
+        """The same per fan-out item (of the steps that fan out), so that an item's calls stop
+        counting once its output is committed."""
+        self._crashed: dict[str, set[int | None]] = {}
+        """The items (``None``: the step itself) with a call that crashed with its effect in
+        doubt: their calls count until the step ends, whatever is committed after."""
         self._overrides: list[dict[str, Any]] = []
         self._priority: dict[str, float] = self.compiled.priority()
         """Each step's remaining critical path (its priority when it waits for a resource): the
@@ -611,7 +624,8 @@ class Execution:
         """A step cancelled by the run: if its call was under way and may not be made again
         (an unsafe tool), its outcome is unknown — ``in_doubt``, for an operator to resolve;
         otherwise ``cancelled`` (a resume runs it again, with the same idempotency key). A step
-        waiting to retry a failed call has none under way: ``cancelled``."""
+        waiting to retry a failed call, or a fan-out whose finished items are committed and
+        whose other items wait (to retry, or to start), has none under way: ``cancelled``."""
         calling = self._calling.get(sid, 0) > 0
         if calling and not self.effects[sid].may_rerun:
             return Outcome(
@@ -625,11 +639,12 @@ class Execution:
                 reason=f"{self._abort_reason} while its call was under way; its tool honours"
                 " idempotency keys: a resume calls it again with the same key",
             )
-        if sid in self._calling:  # called, but its last call failed and it waited to retry
+        if sid in self._calling:  # called, but none of its calls is under way now
             return Outcome(
                 S.CANCELLED,
-                reason=f"{self._abort_reason} while it waited to retry a failed call (none was"
-                " under way): a resume calls it again",
+                reason=f"{self._abort_reason} while none of its calls was under way (it waited"
+                " to retry a failed call, or for an item to start; its finished items are"
+                " recorded): a resume calls it again",
             )
         return Outcome(S.CANCELLED, reason=self._abort_reason)
 
@@ -649,6 +664,9 @@ class Execution:
         if self.redactor is not None:
             self.redactor.learn_args(step.id, args)
         self._calling[step.id] = self._calling.get(step.id, 0) + 1
+        if item is not None:
+            items = self._item_calls.setdefault(step.id, {})
+            items[item] = items.get(item, 0) + 1
         if self._guard is not None and step.action == "tool_call":
             return self._admit(step, item, attempt, args)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
@@ -664,36 +682,70 @@ class Execution:
             await self._ckpt.intent(self.results[step.id], step, item, attempt, args)
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
-        """An item of a fan-out succeeded: commit it now (a resume will not run it again)."""
-        if self._ckpt is not None:
-            self._progress(f"item {index}", step, self._ckpt.item_done, index, item, output)
+        """An item of a fan-out succeeded: commit it now (a resume will not run it again); once
+        it is committed, its calls are no longer under way."""
+        ckpt = self._ckpt
+        if ckpt is not None and self._progress(
+            f"item {index}", step, ckpt.item_done, index, item, output
+        ):
+            self._unit_recorded(step.id, index)
+
+    def _unit_recorded(self, sid: str, item: int | None) -> None:
+        """A finished unit of ``sid`` is committed — an item's output, or an iteration of the
+        step (``item`` None) or of an item: none of its calls is under way any more."""
+        if item in self._crashed.get(sid, ()):
+            return
+        if item is None:  # the step's own calls, one after another: none is under way now
+            self._calls_over(sid, self._calling.get(sid, 0))
+        else:
+            self._calls_over(sid, self._item_calls.get(sid, {}).pop(item, 0))
+
+    def _calls_over(self, sid: str, calls: int, item: int | None = None) -> None:
+        """``calls`` calls of ``sid`` (of its fan-out item ``item``, if given) that
+        :meth:`_before_attempt` counted are no longer under way."""
+        if not calls:  # a unit that ended before any call (a time limit, an unresolved argument)
+            return
+        left = self._calling[sid] - calls
+        assert left >= 0, f"step '{sid}': more calls ended than began"
+        self._calling[sid] = left
+        if item is not None:
+            items = self._item_calls[sid]
+            items[item] -= calls
+            assert items[item] >= 0, f"step '{sid}' item {item}: more calls ended than began"
 
     def _iteration_done(
         self, step: Step, index: int | None, args: Any, entry: dict[str, Any]
     ) -> None:
         """An iteration of a ``repeat`` step finished: commit it now (a resume goes on after
-        it)."""
-        if self._ckpt is not None:
-            what = f"iteration {entry.get('iteration')}"
-            self._progress(what, step, self._ckpt.iteration_done, index, args, entry)
+        it); once it is committed, its calls are no longer under way."""
+        ckpt, what = self._ckpt, f"iteration {entry.get('iteration')}"
+        if ckpt is not None and self._progress(what, step, ckpt.iteration_done, index, args, entry):
+            self._unit_recorded(step.id, index)
 
-    def _progress(self, what: str, step: Step, commit: Callable[..., None], *args: Any) -> None:
+    def _progress(self, what: str, step: Step, commit: Callable[..., None], *args: Any) -> bool:
+        """Commit part of a step's progress; whether it was committed."""
         if self._aborted:
-            return
+            return False
         try:
             commit(self.results[step.id], *args)
         except Exception:  # the step's own record will say what happened; that part reruns
             log.exception("could not record %s of step %s", what, step.id)
+            return False
+        return True
 
     def _decided(self, step_id: str, attempt: int, data: dict[str, Any]) -> None:
         self._emit(E.POLICY_DECISION, step_id, attempt, data)
 
     def _on_attempt(self, step: Step, record: dict[str, Any]) -> None:
         """After each attempt of a step's action: a failed attempt (and its retry) is an event."""
-        if record.get("error") is not None:
+        error = record.get("error")
+        if error is not None:
             self._emit(E.ATTEMPT_FAILED, step.id, record["attempt"], dict(record))
+            item = record.get("item")
+            if error.get("type") == CallCrashedError.__name__:
+                self._crashed.setdefault(step.id, set()).add(item)
             if "delay" in record:  # the call failed and the step waits: nothing is under way
-                self._calling[step.id] = max(0, self._calling.get(step.id, 0) - 1)
+                self._calls_over(step.id, 1, item)
                 self._emit(
                     E.RETRY_SCHEDULED, step.id, record["attempt"], {"delay": record["delay"]}
                 )
@@ -742,6 +794,8 @@ class Execution:
         keep_usage(res, outcome.usage)
         res.status = outcome.status
         self._calling.pop(sid, None)
+        self._item_calls.pop(sid, None)
+        self._crashed.pop(sid, None)
         if outcome.args is not None:
             self.args[sid] = outcome.args
         if outcome.status == S.SUCCEEDED:
