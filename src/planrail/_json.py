@@ -40,14 +40,14 @@ def encoder(
         separators=(",", ":"),
         default=default,
     )
-    text = _c_ascii if ensure_ascii else _c_text
+    text: Callable[[str], str] | None = _c_ascii if ensure_ascii else _c_text
     if _c_make_encoder is None or text is None:  # an interpreter without json's C accelerator
         return full.encode
     fast = _c_make_encoder(None, full.default, text, None, ":", ",", sort_keys, False, allow_nan)
 
     def dumps(value: Any) -> str:
         if type(value) is str:
-            return str(text(value))
+            return text(value)
         try:
             return "".join(fast(value, 0))
         except (TypeError, ValueError, RecursionError):

@@ -195,9 +195,9 @@ class Execution:
         self._calling: dict[str, int] = {}
         """Per step whose action has been called: the calls that may be under way — each call
         counts until its attempt failed and a retry was scheduled (then nothing is under way
-        while the step waits), or until the output of its fan-out item is committed; any other
-        call that returned counts until the step's outcome is recorded (for cancellations: its
-        effect happened, but is not recorded yet)."""
+        while the step waits), or until its fan-out item's output or its loop iteration is
+        committed; any other call that returned counts until the step's outcome is recorded
+        (for cancellations: its effect happened, but is not recorded yet)."""
         self._item_calls: dict[str, dict[int, int]] = {}
         """The same per fan-out item (of the steps that fan out), so that an item's calls stop
         counting once its output is committed."""
@@ -624,8 +624,9 @@ class Execution:
         """A step cancelled by the run: if its call was under way and may not be made again
         (an unsafe tool), its outcome is unknown — ``in_doubt``, for an operator to resolve;
         otherwise ``cancelled`` (a resume runs it again, with the same idempotency key). A step
-        waiting to retry a failed call, or a fan-out whose finished items are committed and
-        whose other items wait (to retry, or to start), has none under way: ``cancelled``."""
+        waiting to retry a failed call, or a fan-out or loop whose finished items or iterations
+        are committed and whose others wait (to retry, or to start), has none under way:
+        ``cancelled``."""
         calling = self._calling.get(sid, 0) > 0
         if calling and not self.effects[sid].may_rerun:
             return Outcome(
@@ -643,8 +644,8 @@ class Execution:
             return Outcome(
                 S.CANCELLED,
                 reason=f"{self._abort_reason} while none of its calls was under way (it waited"
-                " to retry a failed call, or for an item to start; its finished items are"
-                " recorded): a resume calls it again",
+                " to retry a failed call, or for an item or iteration to start; what finished"
+                " is recorded): a resume calls it again",
             )
         return Outcome(S.CANCELLED, reason=self._abort_reason)
 
@@ -737,7 +738,8 @@ class Execution:
         self._emit(E.POLICY_DECISION, step_id, attempt, data)
 
     def _on_attempt(self, step: Step, record: dict[str, Any]) -> None:
-        """After each attempt of a step's action: a failed attempt (and its retry) is an event."""
+        """After each attempt of a step's action: a failed attempt (and its retry) is an event;
+        a call that crashed with its effect in doubt is remembered (:attr:`_crashed`)."""
         error = record.get("error")
         if error is not None:
             self._emit(E.ATTEMPT_FAILED, step.id, record["attempt"], dict(record))
