@@ -3,6 +3,7 @@ raises, for every value and every option set they serve."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -11,15 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planrail._json import canonical, encoder
+from planrail._json import canonical, canonical_data, digest, encoder
 
 OPTIONS: list[dict[str, Any]] = [
     {},
     {"sort_keys": True},
     {"ensure_ascii": False, "allow_nan": False},
     {"ensure_ascii": False, "sort_keys": True, "default": str},
+    {"ensure_ascii": False, "sort_keys": True},
 ]
-"""What planrail uses: duplicate-call keys, store fields, canonical JSON (and the defaults)."""
+"""What planrail uses: duplicate-call keys, store fields, canonical JSON of arguments and of
+plain data (and the defaults)."""
 
 _scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
 _keys = st.text(max_size=6) | st.integers() | st.booleans() | st.none() | st.floats()
@@ -83,3 +86,10 @@ def test_a_default_that_raises_its_own_error_passes_it_through() -> None:
 
     with pytest.raises(Refused, match="object"):
         encoder(default=refuse)([object()])
+
+
+def test_canonical_data_refuses_what_is_not_json_and_digest_is_its_sha256() -> None:
+    assert canonical_data({"b": 1, "a": "é"}) == '{"a":"é","b":1}'
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        canonical_data({"x": {1, 2}})
+    assert digest("é") == "sha256:" + hashlib.sha256("é".encode()).hexdigest()

@@ -14,6 +14,7 @@ encoded again by the standard encoder, which raises its own error or encodes it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from json.encoder import c_encode_basestring as _c_text  # type: ignore[attr-defined]
@@ -21,7 +22,7 @@ from json.encoder import c_encode_basestring_ascii as _c_ascii  # type: ignore[a
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["canonical", "encoder"]
+__all__ = ["canonical", "canonical_data", "digest", "encoder"]
 
 
 def encoder(
@@ -62,3 +63,12 @@ canonical = encoder(ensure_ascii=False, sort_keys=True, default=str)
 an intent's arguments hash, an approval's arguments digest and the repeated-call guard's key are
 computed from: equal for arguments whose JSON is equal (key order does not matter; ``1``,
 ``1.0`` and ``true`` differ; a tuple is the list it holds)."""
+
+canonical_data = encoder(ensure_ascii=False, sort_keys=True)
+""":data:`canonical` for plain JSON data, where anything else is an error (a ``TypeError``):
+what a plan's hash, a pinned tool schema's and a remote output's digest are computed from."""
+
+
+def digest(text: str) -> str:
+    """``sha256:`` + the hex digest of ``text`` (UTF-8): how planrail writes a content hash."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

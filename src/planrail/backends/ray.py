@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
-import json
 import math
 import os
 import signal
@@ -42,6 +41,7 @@ from typing import Any, NoReturn
 import ray
 import ray.exceptions as rex
 
+from planrail._json import canonical_data
 from planrail.backends.shipping import Locator, ToolShippingError, locate, resolve
 from planrail.errors import CallCrashedError, ReferenceResolutionError
 from planrail.plan.effects import tool_effect
@@ -143,7 +143,7 @@ def _run_task_kept(locator: Locator, kwargs: dict[str, Any]) -> tuple[dict[str, 
 
 def _summarised(locator: Locator, raw: Any) -> tuple[dict[str, Any], Any]:
     value = resolve(locator).output(raw)  # checked against the return type where it lives
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = canonical_data(value)
     data = text.encode()
     summary = {
         "digest": "sha256:" + hashlib.sha256(data).hexdigest(),

@@ -7,13 +7,13 @@ Shapes of the per-step policies live here as plain data; their behaviour is in
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from planrail._json import canonical_data, digest
 
 __all__ = [
     "ACTIONS",
@@ -280,11 +280,6 @@ def plain_step(raw: dict[str, Any]) -> Step | None:
 _new = object.__new__
 
 
-def _canonical(data: Any) -> str:
-    """:meth:`Plan.canonical_json` of a plan's JSON data."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 class Stage(BaseModel):
     """A named group of steps with the sub-goal they must reach (see ``docs/plan-format.md``)."""
 
@@ -327,7 +322,7 @@ class Plan(BaseModel):
 
     def canonical_json(self) -> str:
         """A byte-stable JSON text of the plan: sorted keys, no spaces, defaults omitted."""
-        return _canonical(self.to_json_data())
+        return canonical_data(self.to_json_data())
 
     @cached_property
     def hash(self) -> str:
@@ -348,6 +343,6 @@ class Plan(BaseModel):
         """The plan as it is now: its hash (:meth:`fresh_hash`) and the JSON data it is the hash
         of (:meth:`to_json_data`), from one serialisation — what a run's stored record holds."""
         data = self.to_json_data()
-        digest = "sha256:" + hashlib.sha256(_canonical(data).encode("utf-8")).hexdigest()
-        self.__dict__.setdefault("hash", digest)
-        return digest, data
+        hashed = digest(canonical_data(data))
+        self.__dict__.setdefault("hash", hashed)
+        return hashed, data

@@ -21,8 +21,8 @@ from typing import Any
 
 from planrail.plan.effects import tool_effect
 from planrail.plan.model import Step
-from planrail.plan.refs import Reference, json_path
-from planrail.plan.validate_context import NON_TEXT_SCALARS, Context, Level, output_schema_of
+from planrail.plan.refs import NON_TEXT_SCALARS, Reference, json_path
+from planrail.plan.validate_context import Context, Level, output_schema_of
 
 __all__ = ["SYNTAXES", "Placeholder", "find_placeholders", "placeholders_pass"]
 

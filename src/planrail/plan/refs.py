@@ -29,6 +29,7 @@ from planrail.errors import ReferenceResolutionError, ReferenceSyntaxError
 __all__ = [
     "MAX_REFERENCE_LENGTH",
     "MAX_SEGMENTS",
+    "NON_TEXT_SCALARS",
     "Parse",
     "Parser",
     "Reference",
@@ -612,7 +613,7 @@ def resolve_value(
     kind = type(value)  # exact types first: plan data is plain JSON almost always
     if kind is str:
         return _fill_text(parse(value), outputs) if "$" in value else value
-    if kind in _PLAIN_SCALARS:
+    if kind in NON_TEXT_SCALARS:
         return value
     if kind is dict or (kind is not list and isinstance(value, dict)):
         if on_first is not None and FIRST in value:
@@ -622,7 +623,7 @@ def resolve_value(
             leaf = type(v)
             if leaf is str:
                 out[k] = _fill_text(parse(v), outputs) if "$" in v else v
-            elif leaf in _PLAIN_SCALARS:
+            elif leaf in NON_TEXT_SCALARS:
                 out[k] = v
             else:
                 out[k] = resolve_value(v, outputs, on_first, parse)
@@ -633,7 +634,7 @@ def resolve_value(
             leaf = type(v)
             if leaf is str:
                 items.append(_fill_text(parse(v), outputs) if "$" in v else v)
-            elif leaf in _PLAIN_SCALARS:
+            elif leaf in NON_TEXT_SCALARS:
                 items.append(v)
             else:
                 items.append(resolve_value(v, outputs, on_first, parse))
@@ -645,7 +646,9 @@ def resolve_value(
 
 FIRST = "$first"
 """The key of a first-available object (:mod:`planrail.plan.first`)."""
-_PLAIN_SCALARS = frozenset((int, float, bool, type(None)))
+NON_TEXT_SCALARS = frozenset((int, float, bool, type(None)))
+"""The exact types of the JSON values with no text in them (numbers, booleans, null): what fills
+and walks looking for references or placeholders pass by as they are."""
 
 
 def _fill_text(t: Template, outputs: Mapping[str, Any]) -> Any:

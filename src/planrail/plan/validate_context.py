@@ -23,7 +23,6 @@ from planrail.plan.tools import ToolRegistry
 __all__ = [
     "LEVELS",
     "LINT_CODES",
-    "NON_TEXT_SCALARS",
     "Context",
     "Issue",
     "Level",
@@ -38,10 +37,6 @@ LEVELS: tuple[Level, ...] = ("off", "warning", "error")
 
 LINT_CODES = ("side_effect_race", "needless_dependency")
 """The lints: warnings by default; ``ValidationOptions.lints`` turns each up or off."""
-
-NON_TEXT_SCALARS = frozenset((int, float, bool, type(None)))
-"""The exact types of the JSON values with no text in them (numbers, booleans, null): passes
-that look for references or placeholders skip them without a walk."""
 
 _SUGGESTION_BUDGET = 20_000
 """Most names compared for "did you mean" hints in one validation (difflib is not linear)."""

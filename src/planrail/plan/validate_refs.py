@@ -11,8 +11,8 @@ from planrail.errors import ReferenceSyntaxError
 from planrail.plan.compiled import LOCAL_NAMES, StepPath, step_fields
 from planrail.plan.graph import cycles
 from planrail.plan.model import Step
-from planrail.plan.refs import Reference, iter_strings_with_dollar, json_path
-from planrail.plan.validate_context import NON_TEXT_SCALARS, Context, walk_strings
+from planrail.plan.refs import NON_TEXT_SCALARS, Reference, iter_strings_with_dollar, json_path
+from planrail.plan.validate_context import Context, walk_strings
 
 __all__ = ["cycles_pass", "dependencies_pass", "output_fields_pass", "references_pass"]
 

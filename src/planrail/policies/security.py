@@ -32,14 +32,13 @@ Errors (extending :mod:`planrail.errors`)::
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from planrail._json import canonical
+from planrail._json import canonical, digest
 from planrail.errors import ApprovalRefusedError, ExecutionError, PlanError, PlanrailError
 from planrail.plan.copied import in_goal
 from planrail.plan.effects import tool_effect
@@ -139,7 +138,7 @@ def check_approval(approval: Mapping[str, Any] | None, plan_hash: str) -> None:
 
 def args_digest(args: Any) -> str:
     """``sha256:`` + the hex digest of ``args`` as canonical JSON (what an approval binds)."""
-    return "sha256:" + hashlib.sha256(canonical(args).encode("utf-8")).hexdigest()
+    return digest(canonical(args))
 
 
 # ---------------------------------------------------------------- values

@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import hashlib
-import json
 import logging
 import os
 import sys
@@ -35,6 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 
+from planrail._json import canonical_data, digest
 from planrail.integrations.mcp.config import ServerConfig
 from planrail.integrations.mcp.errors import (
     MCPRequestError,
@@ -69,8 +68,7 @@ def schema_hash(tool: mcp_types.Tool) -> str:
         if tool.annotations is None
         else tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True),
     }
-    text = json.dumps(pinned, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return digest(canonical_data(pinned))
 
 
 @dataclass(eq=False)
