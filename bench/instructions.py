@@ -14,7 +14,17 @@ committed; fsync is a system call, so callgrind counts the CPU work of durabilit
 disk's). Every child runs with ``PYTHONHASHSEED=0``: with a random seed the same code's count
 moved by up to 2.5% between runs. Needs valgrind (Debian's package).
 
+With ``--phases``, one child instead counts where ``arun``'s instructions go, phase by phase,
+on the same DAG: loading, each validation pass, building the compiled plan, building the
+``Execution``, running it. Callgrind writes its counts each time the child calls a marker
+(``os.getppid``, a C function of the interpreter: ``--dump-before=os_getppid``) between two
+phases; the second of two rounds is reported (the first warms caches and imports). The passes
+are called one by one, as ``check_plan`` calls them, on one validation; "compiled plan" is a
+whole ``check_plan`` minus those passes. Beside bare asyncio's count, the table says what
+``arun`` <= 3x bare asyncio leaves for validation once the rest is paid.
+
     python -m bench.instructions [--steps 2000] [--against /tmp/planrail-before]
+    python -m bench.instructions --phases [--against /tmp/planrail-before]
     # e.g. git worktree add --detach /tmp/planrail-before 0fa02f0
 """
 
@@ -88,19 +98,91 @@ for _ in range(runs):
     _cold()
     assert validate(plan, TOOLS, limits=LIMITS).valid
 """
+PHASES = """
+import asyncio, gc, os, sys
+import planrail
+from bench.dags import layered
+from bench.engines import planrail_adapter
+from bench.engines.base import short_ids
+from planrail.plan import validate as V
+from planrail.plan.validate_context import Context, ValidationOptions
+from planrail.plan.validate_shape import load_pass
+n = int(sys.argv[2])
+dag = short_ids(layered(n, width=100, seed=1, durations="zero"))
+plan = planrail_adapter.to_plan(dag, 0.0)
+
+@planrail.tool(side_effects="none")
+async def node(id: str, duration: float, inputs: list[str]) -> str:
+    return id
+
+limits = planrail.PlanLimits(max_steps=10 * n, max_plan_bytes=1 << 30, max_nodes=1000 * n)
+registry = planrail.ToolRegistry.of([node])
+mark = os.getppid  # callgrind dumps its counts before each call
+print(",".join(["load", *(p.__name__ for p in V._PASSES), "check_plan", "execution", "run"]))
+for _ in range(2):
+    gc.collect()
+    mark()
+    ctx = Context(registry, limits, ValidationOptions(), check_tools=True)
+    load_pass(ctx, plan)
+    for pass_ in V._PASSES:
+        mark()
+        pass_(ctx)
+    mark()
+    compiled = V.check_plan(plan, registry, limits=limits).compiled_or_raise()
+    mark()
+    execution = planrail.prepare(compiled, tools=registry, limits=limits)
+    mark()
+    assert asyncio.run(execution.run()).status == "succeeded"
+    mark()
+    del ctx, compiled, execution
+"""
+
+
+def _env(tree: Path) -> dict[str, str]:
+    # One hash seed for every child: the layout of dicts and sets (and so the count) moves
+    # with it, by up to 2.5% between runs of the same code.
+    return {
+        **os.environ,
+        "PYTHONPATH": f"{tree / 'src'}{os.pathsep}{ROOT}",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+def phases(tree: Path, steps: int) -> dict[str, float]:
+    """Instructions per step of each phase of ``arun`` (see the module docstring), code from
+    ``tree``: validation passes by name, then ``compiled plan``, ``execution`` (building it)
+    and ``run``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = ["valgrind", "--tool=callgrind", "--dump-before=os_getppid"]
+        cmd += [f"--callgrind-out-file={out}", sys.executable, "-c", PHASES, "1", str(steps)]
+        done = subprocess.run(cmd, env=_env(tree), capture_output=True, text=True, check=True)
+        names = done.stdout.strip().splitlines()[-1].split(",")
+        dumps = sorted(Path(tmp).glob("callgrind.out.*"), key=lambda f: int(f.suffix[1:]))
+        counts = [int(_SUMMARY.search(f.read_text()).group(1)) for f in dumps]  # type: ignore[union-attr]
+    per_round = len(names) + 1  # the dump before each round holds what came before it
+    if len(counts) < 2 * per_round:
+        raise RuntimeError(
+            f"callgrind wrote {len(counts)} dumps, {2 * per_round} expected: is the interpreter"
+            " stripped of its symbols (os_getppid)?"
+        )
+    second = counts[per_round + 1 : 2 * per_round]
+    found = {name: ir / steps for name, ir in zip(names, second, strict=True)}
+    passes = sum(found[name] for name in names[:-3])
+    found["compiled plan"] = found.pop("check_plan") - passes
+    found["execution"] = found.pop("execution")
+    found["run"] = found.pop("run")
+    return found
+
+
+_SUMMARY = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
 
 def count(tree: Path, runs: int, steps: int, child: str = CHILD) -> int:
     """Instructions of one child process running ``child`` ``runs`` times, code from ``tree``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        # One hash seed for every child: the layout of dicts and sets (and so the count) moves
-        # with it, by up to 2.5% between runs of the same code.
-        env = {
-            **os.environ,
-            "PYTHONPATH": f"{tree / 'src'}{os.pathsep}{ROOT}",
-            "PYTHONHASHSEED": "0",
-        }
+        env = _env(tree)
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
         cmd += [sys.executable, "-c", child, str(runs), str(steps)]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
@@ -118,8 +200,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--against", action="append", default=[], type=Path)
+    parser.add_argument("--phases", action="store_true", help="arun's instructions by phase")
     args = parser.parse_args(argv)
     trees = [ROOT, *args.against]
+    if args.phases:
+        return print_phases(trees, args.steps)
     results = {str(t): per_step(t, args.steps) for t in trees}
     validation = {str(t): per_step(t, args.steps, VALIDATE) for t in trees}
     execution = {str(t): per_step(t, args.steps, EXECUTE) for t in trees}
@@ -146,6 +231,39 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     record["durable_execute_per_step"] = durable
     out.write_text(json.dumps(record, indent=1) + "\n")
     return results
+
+
+def print_phases(trees: list[Path], steps: int) -> dict[str, Any]:
+    found = {str(t): phases(t, steps) for t in trees}
+    bare = per_step(ROOT, steps, BARE)
+    names = list(found[str(ROOT)])
+    print(f"arun's instructions per step by phase ({steps}-step layered DAG), thousands")
+    header = "".join(f"{Path(t).name[:14]:>16}" for t in found)
+    print(f"  {'phase':<24}{header}")
+    for name in names:
+        cells = "".join(f"{f.get(name, float('nan')) / 1000:16.1f}" for f in found.values())
+        print(f"  {name:<24}{cells}")
+    totals: dict[str, dict[str, float]] = {}
+    for tree, f in found.items():
+        validation = sum(v for k, v in f.items() if k not in ("compiled plan", "execution", "run"))
+        rest = f["compiled plan"] + f["execution"] + f["run"]
+        totals[tree] = {
+            "validation": validation,
+            "arun": validation + rest,
+            "left_for_validation_at_3x": 3 * bare - rest,
+        }
+    for key, label in (
+        ("validation", "validation (load + passes)"),
+        ("arun", "arun (all phases)"),
+        ("left_for_validation_at_3x", "3x bare minus the rest"),
+    ):
+        cells = "".join(f"{t[key] / 1000:16.1f}" for t in totals.values())
+        print(f"  {label:<24}{cells}")
+    print(f"  {'bare asyncio':<24}{bare / 1000:16.1f}")
+    out = ROOT / "bench" / "results" / "instructions-phases.json"
+    record = {"steps": steps, "bare_asyncio": bare, "phases": found, "totals": totals}
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    return record
 
 
 if __name__ == "__main__":
