@@ -129,8 +129,10 @@ class Scheduler:
                 raise ValueError(f"step {node.id!r} is already scheduled")
             self._entries[node.id] = _Entry.of(node)
         skips: list[Skip] = []
+        decided: list[str] = []  # the steps whose join may be decided now (the others wait)
         for node in batch:
             entry = self._entries[node.id]
+            failed = False
             for dep in node.depends_on:
                 dep_entry = self._entries.get(dep)
                 if dep_entry is None:
@@ -140,16 +142,22 @@ class Scheduler:
                 if dep_entry.state in _DONE:
                     if dep_entry.state == S.SUCCEEDED:
                         entry.succeeded += 1
+                    else:
+                        failed = True
                     continue
                 entry.waiting += 1
                 if dep_entry.dependents is None:
                     dep_entry.dependents = [node.id]
                 else:
                     dep_entry.dependents.append(node.id)
-        for node in batch:
-            if self._settle(node.id, skips):
+            # Waiting for a dependency, none final without success: no join rule is decided
+            # yet (what _settle would find), and the dependencies will settle it.
+            if entry.waiting == 0 or failed:
+                decided.append(node.id)
+        for sid in decided:
+            if self._settle(sid, skips):
                 # Skipped at once: dependents in this same batch counted it as waiting.
-                self._propagate(node.id, skips)
+                self._propagate(sid, skips)
         return skips
 
     def close(self) -> None:
