@@ -26,10 +26,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from planrail.plan.model import Step
+from planrail.plan.model import Step, step_tools
 from planrail.plan.tools import SideEffects, ToolRegistry, ToolSpec
 
-__all__ = ["Effect", "StepEffects", "effects_of", "needing_approval", "step_effect", "tool_effect"]
+__all__ = [
+    "Effect",
+    "StepEffects",
+    "effects_of",
+    "needing_approval",
+    "step_effect",
+    "tool_effect",
+]
 
 _ORDER: dict[str, int] = {"none": 0, "idempotent": 1, "keyed": 2, "unsafe": 3}
 
@@ -85,7 +92,7 @@ def tool_effect(spec: ToolSpec | None) -> Effect:
 
 def step_effect(step: Step, registry: ToolRegistry) -> Effect:
     """The effect of running ``step`` (see the module docstring for the rules)."""
-    tools = _tools_of(step)
+    tools = step_tools(step)
     worst: SideEffects = "none"
     votes: list[bool | None] = []
     overlap = bool(tools)
@@ -150,12 +157,3 @@ def needing_approval(effects: Mapping[str, Effect], done: Iterable[str] = ()) ->
     """The steps (in ``effects``' order) that need approval, leaving out those in ``done``."""
     skip = set(done)
     return [sid for sid, e in effects.items() if e.needs_approval and sid not in skip]
-
-
-def _tools_of(step: Step) -> list[str]:
-    names = []
-    if step.action == "tool_call":
-        names.append(step.tool or "")
-    if step.fallback is not None and step.fallback.tool is not None:
-        names.append(step.fallback.tool)
-    return names

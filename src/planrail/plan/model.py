@@ -28,6 +28,7 @@ __all__ = [
     "Stage",
     "Step",
     "plain_step",
+    "step_tools",
 ]
 
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
@@ -229,6 +230,17 @@ _PLAIN_STEP_FIELDS = frozenset(
 _OPTIONAL_TEXT = frozenset(("tool", "description", "prompt", "model"))
 _ACTIONS = frozenset(ACTIONS)
 _STR = frozenset((str,))
+
+
+def step_tools(step: Step) -> list[str]:
+    """The tools ``step`` may call: its own (``""`` when a tool call names none), then its
+    fallback's. What its effect (:mod:`planrail.plan.effects`) and its secrets are read from."""
+    names = []
+    if step.action == "tool_call":
+        names.append(step.tool or "")
+    if step.fallback is not None and step.fallback.tool is not None:
+        names.append(step.fallback.tool)
+    return names
 
 
 def plain_step(raw: dict[str, Any]) -> Step | None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import pydantic
 
 from planrail.errors import ReferenceSyntaxError
+from planrail.plan.model import step_tools
 from planrail.plan.refs import (
     Parse,
     Reference,
@@ -211,7 +212,7 @@ class Redactor:
         if step is None:
             return frozenset()
         names: set[str] = set()
-        for tool_name in _tools_of(step):
+        for tool_name in step_tools(step):
             names |= secret_params_of(self._registry.spec(tool_name))
         return frozenset(names)
 
@@ -372,7 +373,7 @@ def _has_secrets(steps: Iterable[Step], registry: ToolRegistry) -> bool:
     """Whether a step calls a tool with secret parameters or a secret output."""
     checked: set[str] = set()  # each tool once: thousands of steps call the same few
     for step in steps:
-        for name in _tools_of(step):
+        for name in step_tools(step):
             if name in checked:
                 continue
             checked.add(name)
@@ -380,10 +381,6 @@ def _has_secrets(steps: Iterable[Step], registry: ToolRegistry) -> bool:
             if spec is not None and (secret_params_of(spec) or spec.sensitivity == "secret"):
                 return True
     return False
-
-
-def _tools_of(step: Step) -> list[str]:
-    return [name for _, name, _ in _calls_of(step)]
 
 
 def _calls_of(step: Step) -> list[tuple[tuple[str, ...], str, Any]]:
