@@ -29,14 +29,7 @@ from dataclasses import dataclass
 from planrail.plan.model import Step, step_tools
 from planrail.plan.tools import SideEffects, ToolRegistry, ToolSpec
 
-__all__ = [
-    "Effect",
-    "StepEffects",
-    "effects_of",
-    "needing_approval",
-    "step_effect",
-    "tool_effect",
-]
+__all__ = ["Effect", "StepEffects", "effects_of", "needing_approval", "step_effect", "tool_effect"]
 
 _ORDER: dict[str, int] = {"none": 0, "idempotent": 1, "keyed": 2, "unsafe": 3}
 
