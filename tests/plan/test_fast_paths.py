@@ -711,7 +711,20 @@ def test_step_effects_agree_with_step_effect_for_every_kind_of_step() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [{}, {"a": 1}, {"$first": []}, {"a": {"$first": [1]}}, {"a": [{"$first": [1]}]}, [], "x"],
+    [
+        {},
+        {"a": 1},
+        {"$first": []},
+        {"a": {"$first": [1]}},
+        {"a": [{"$first": [1]}]},
+        [],
+        "x",
+        {"a": ["x", "${b}", 2, None], "c": 1.5},
+        {"a": ["x", {"$first": ["${b}"]}]},
+        {"a": [["x"], "y"]},
+        {"a": [[{"$first": []}]]},
+        {"a": ["x"], "b": {"$first": []}},
+    ],
 )
 def test_has_first_on_flat_arguments_agrees_with_the_walk(value: Any) -> None:
     assert first.has_first(value) == _walked_has_first(value)

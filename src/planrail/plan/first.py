@@ -112,8 +112,16 @@ _WALKED = frozenset((dict, list))
 
 def has_first(value: Any) -> bool:
     """Whether ``value`` holds a ``$first`` object anywhere."""
-    if type(value) is dict and _WALKED.isdisjoint(map(type, value.values())):
-        return FIRST in value  # the usual flat arguments: nothing to walk
+    if type(value) is dict:
+        if FIRST in value:
+            return True
+        # the usual arguments: scalars, and lists of them (nothing to walk)
+        for v in value.values():
+            kind = type(v)
+            if kind is dict or (kind is list and not _WALKED.isdisjoint(map(type, v))):
+                break
+        else:
+            return False
     stack = [value]
     while stack:
         v = stack.pop()
