@@ -668,6 +668,75 @@ def test_placeholder_candidates_of_flat_arguments_are_the_walks(text: str) -> No
     assert flat == [(("k",), t) for _, t in walked]
 
 
+_PLACEHOLDER_TEXT = st.one_of(
+    st.text(alphabet="${}<>#Ea b_TBDtodo", max_size=12),
+    st.sampled_from(["TBD", "your_x", "${a}", "x ${a} <b>", "fast", "{{a.id}}"]),
+)
+_NESTED = st.recursive(
+    st.one_of(_PLACEHOLDER_TEXT, st.integers(-1, 2), st.none(), st.booleans()),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(["a", "b", "c", "template"]), inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_NESTED, st.sampled_from([frozenset(), frozenset({"template"})]))
+def test_placeholder_candidates_are_the_generic_walks_in_its_order(
+    value: Any, skip: frozenset[str]
+) -> None:
+    """Lists of strings are read without pushing each item: the same candidates, paths and
+    order (the order issues are reported in) as the walk that pushes every value."""
+    from planrail.plan import placeholders
+    from planrail.plan.validate_context import Context
+
+    ctx = Context(FAST_TOOLS, PlanLimits())
+    for text in _strings_in(value):
+        with contextlib.suppress(ReferenceSyntaxError):
+            ctx.template(text)
+    assert placeholders._candidates(ctx, value, skip) == _pushed_candidates(ctx, value, skip)
+
+
+def _strings_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return [s for v in items for s in _strings_in(v)]
+
+
+def _pushed_candidates(ctx: Any, value: Any, skip: frozenset[str]) -> list[Any]:
+    """placeholders._candidates as it was: every value of a container pushed, then popped."""
+    from planrail.plan import placeholders
+
+    out: list[Any] = []
+    stack: list[Any] = []
+    if type(value) is dict:
+        for k, v in value.items():
+            if type(v) is str:
+                text = placeholders._literal(ctx, v)
+                if text is not None and k not in skip:
+                    out.append(((k,), text))
+            elif type(v) in (int, float, bool, type(None)):
+                continue
+            elif k not in skip:
+                stack.append(((k,), v))
+    else:
+        stack.append(((), value))
+    while stack:
+        segs, v = stack.pop()
+        if type(v) is str:
+            text = placeholders._literal(ctx, v)
+            if text is not None:
+                out.append((segs, text))
+        elif type(v) is dict:
+            stack.extend(((*segs, k), x) for k, x in v.items())
+        elif type(v) is list:
+            stack.extend(((*segs, i), x) for i, x in enumerate(v))
+    return out
+
+
 _FLAT_ARGS = st.dictionaries(
     st.sampled_from(["a", "b", "c"]),
     st.one_of(st.sampled_from([0, 1, True, False, None, "1", "", "a"]), st.integers(-1, 2)),

@@ -260,8 +260,17 @@ def _candidates(
         elif type(v) is dict:
             stack.extend(((*segs, k), x) for k, x in v.items())
         elif type(v) is list:
-            stack.extend(((*segs, i), x) for i, x in enumerate(v))
+            if _STRS.issuperset(map(type, v)):  # a list of strings: its items, as popped
+                for i in range(len(v) - 1, -1, -1):
+                    text = _literal(ctx, v[i])
+                    if text is not None:
+                        out.append(((*segs, i), text))
+            else:
+                stack.extend(((*segs, i), x) for i, x in enumerate(v))
     return out
+
+
+_STRS = frozenset((str,))
 
 
 def _literal(ctx: Context, v: str) -> str | None:
