@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -203,6 +204,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--phases", action="store_true", help="arun's instructions by phase")
     args = parser.parse_args(argv)
     trees = [ROOT, *args.against]
+    if shutil.which("valgrind") is None:
+        parser.exit(2, "bench.instructions needs valgrind (Debian: apt-get install valgrind)\n")
+    missing = [t for t in args.against if not (t / "src" / "planrail").is_dir()]
+    if missing:
+        parser.exit(2, f"--against {missing[0]}: no src/planrail there (a planrail checkout?)\n")
     if args.phases:
         return print_phases(trees, args.steps)
     results = {str(t): per_step(t, args.steps) for t in trees}
