@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from planrail.errors import PlanLoadError
+from planrail.plan.refs import STR_ONLY
 
 __all__ = ["DuplicateKeyError", "PlanLimits", "load_document", "normalize", "read_plan_file"]
 
@@ -251,7 +252,6 @@ def check_bounds(data: Any, limits: PlanLimits) -> None:
 
 
 _PLAIN_LEAVES = frozenset((int, bool, type(None)))
-_STR = frozenset((str,))
 
 
 def _within_bounds(data: Any, limits: PlanLimits) -> bool:
@@ -265,7 +265,7 @@ def _within_bounds(data: Any, limits: PlanLimits) -> bool:
         value, depth = stack.pop()
         t = type(value)
         if t is dict:
-            if depth >= max_depth or not _STR.issuperset(map(type, value)):
+            if depth >= max_depth or not STR_ONLY.issuperset(map(type, value)):
                 return False
             children: Any = value.values()
         elif t is list:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planrail._json import canonical_data, digest
+from planrail.plan.refs import STR_ONLY
 
 __all__ = [
     "ACTIONS",
@@ -229,7 +230,6 @@ _PLAIN_STEP_FIELDS = frozenset(
 )
 _OPTIONAL_TEXT = frozenset(("tool", "description", "prompt", "model"))
 _ACTIONS = frozenset(ACTIONS)
-_STR = frozenset((str,))
 
 
 def step_tools(step: Step) -> list[str]:
@@ -261,14 +261,14 @@ def plain_step(raw: dict[str, Any]) -> Step | None:
                 if value is None and name == "output_schema":
                     continue
                 return None
-            if not _STR.issuperset(map(type, value)):
+            if not STR_ONLY.issuperset(map(type, value)):
                 return None
             value = value.copy()  # pydantic's dict[str, Any]: a new dict, the same values
         elif name == "depends_on":
             if kind is not list and kind is not tuple:
                 return None
             value = tuple(value)
-            if not _STR.issuperset(map(type, value)):
+            if not STR_ONLY.issuperset(map(type, value)):
                 return None
         elif kind is not str:
             if value is not None or name not in _OPTIONAL_TEXT:

@@ -21,7 +21,7 @@ from typing import Any
 
 from planrail.plan.effects import tool_effect
 from planrail.plan.model import Step
-from planrail.plan.refs import NON_TEXT_SCALARS, Reference, json_path
+from planrail.plan.refs import NON_TEXT_SCALARS, STR_ONLY, Reference, json_path
 from planrail.plan.validate_context import Context, Level, output_schema_of
 
 __all__ = ["SYNTAXES", "Placeholder", "find_placeholders", "placeholders_pass"]
@@ -260,7 +260,7 @@ def _candidates(
         elif type(v) is dict:
             stack.extend(((*segs, k), x) for k, x in v.items())
         elif type(v) is list:
-            if _STRS.issuperset(map(type, v)):  # a list of strings: its items, as popped
+            if STR_ONLY.issuperset(map(type, v)):  # a list of strings: its items, as popped
                 for i in range(len(v) - 1, -1, -1):
                     text = _literal(ctx, v[i])
                     if text is not None:
@@ -268,9 +268,6 @@ def _candidates(
             else:
                 stack.extend(((*segs, i), x) for i, x in enumerate(v))
     return out
-
-
-_STRS = frozenset((str,))
 
 
 def _literal(ctx: Context, v: str) -> str | None:

@@ -30,6 +30,7 @@ __all__ = [
     "MAX_REFERENCE_LENGTH",
     "MAX_SEGMENTS",
     "NON_TEXT_SCALARS",
+    "STR_ONLY",
     "Parse",
     "Parser",
     "Reference",
@@ -649,6 +650,9 @@ FIRST = "$first"
 NON_TEXT_SCALARS = frozenset((int, float, bool, type(None)))
 """The exact types of the JSON values with no text in them (numbers, booleans, null): what fills
 and walks looking for references or placeholders pass by as they are."""
+STR_ONLY = frozenset((str,))
+"""``STR_ONLY.issuperset(map(type, items))``: whether every item is exactly a ``str`` (no
+subclass), at C speed — a list of references, a dict's keys."""
 
 
 def _fill_text(t: Template, outputs: Mapping[str, Any]) -> Any:

@@ -11,7 +11,13 @@ from planrail.errors import ReferenceSyntaxError
 from planrail.plan.compiled import LOCAL_NAMES, StepPath, step_fields
 from planrail.plan.graph import cycles
 from planrail.plan.model import Step
-from planrail.plan.refs import NON_TEXT_SCALARS, Reference, iter_strings_with_dollar, json_path
+from planrail.plan.refs import (
+    NON_TEXT_SCALARS,
+    STR_ONLY,
+    Reference,
+    iter_strings_with_dollar,
+    json_path,
+)
 from planrail.plan.validate_context import Context, walk_strings
 
 __all__ = ["cycles_pass", "dependencies_pass", "output_fields_pass", "references_pass"]
@@ -152,9 +158,6 @@ def references_pass(ctx: Context) -> None:
                     ctx.output_refs.append((path, ref))
 
 
-_STRS = frozenset((str,))
-
-
 def _dollar_strings(
     step: Step, paths: dict[StepPath, StepPath], arg_paths: dict[str, StepPath]
 ) -> list[tuple[StepPath, str]]:
@@ -172,7 +175,7 @@ def _dollar_strings(
                 if where is None:
                     where = arg_paths[k] = ("args", k)
                 found.append((where, v))
-        elif kind is list and _STRS.issuperset(map(type, v)):  # a list of strings
+        elif kind is list and STR_ONLY.issuperset(map(type, v)):  # a list of strings
             for i, item in enumerate(v):
                 if "$" in item:
                     where = ("args", k, i)
