@@ -19,8 +19,9 @@ on the same DAG: loading, each validation pass, building the compiled plan, buil
 ``Execution``, running it. Callgrind writes its counts each time the child calls a marker
 (``os.getppid``, a C function of the interpreter: ``--dump-before=os_getppid``) between two
 phases; the second of two rounds is reported (the first warms caches and imports). The passes
-are called one by one, as ``check_plan`` calls them, on one validation; "compiled plan" is a
-whole ``check_plan`` minus those passes. Beside bare asyncio's count, the table says what
+are called one by one, as ``check_plan`` calls them, on one validation (without warnings, as
+a run validates, in a tree whose ``check_plan`` has ``warnings``); "compiled plan" is a whole
+``check_plan`` minus those passes. Beside bare asyncio's count, the table says what
 ``arun`` <= 3x bare asyncio leaves for validation once the rest is paid.
 
     python -m bench.instructions [--steps 2000] [--against /tmp/planrail-before]
@@ -119,17 +120,20 @@ async def node(id: str, duration: float, inputs: list[str]) -> str:
 limits = planrail.PlanLimits(max_steps=10 * n, max_plan_bytes=1 << 30, max_nodes=1000 * n)
 registry = planrail.ToolRegistry.of([node])
 mark = os.getppid  # callgrind dumps its counts before each call
+# validated as a run validates: without warnings, where the tree has that (check_plan's warnings)
+quiet = {"with_warnings": False} if "with_warnings" in Context.__dataclass_fields__ else {}
 print(",".join(["load", *(p.__name__ for p in V._PASSES), "check_plan", "execution", "run"]))
 for _ in range(2):
     gc.collect()
     mark()
-    ctx = Context(registry, limits, ValidationOptions(), check_tools=True)
+    ctx = Context(registry, limits, ValidationOptions(), check_tools=True, **quiet)
     load_pass(ctx, plan)
     for pass_ in V._PASSES:
         mark()
         pass_(ctx)
     mark()
-    compiled = V.check_plan(plan, registry, limits=limits).compiled_or_raise()
+    kept = {"warnings": False} if quiet else {}
+    compiled = V.check_plan(plan, registry, limits=limits, **kept).compiled_or_raise()
     mark()
     execution = planrail.prepare(compiled, tools=registry, limits=limits)
     mark()

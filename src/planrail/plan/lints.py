@@ -35,8 +35,8 @@ MAX_RACES_SHOWN = 20
 
 def lints_pass(ctx: Context) -> None:
     """side_effect_race / needless_dependency (see the module docstring)."""
-    race = ctx.options.lint_level("side_effect_race")
-    needless = ctx.options.lint_level("needless_dependency")
+    race = ctx.level(ctx.options.lint_level("side_effect_race"))
+    needless = ctx.level(ctx.options.lint_level("needless_dependency"))
     if (race == "off" and needless == "off") or any(e.code == "cycle" for e in ctx.errors):
         return
     deps = ctx.edges()

@@ -153,14 +153,21 @@ def check_plan(
     options: ValidationOptions | None = None,
     limits: PlanLimits | None = None,
     check_tools: bool = True,
+    warnings: bool = True,
 ) -> ValidationReport:
     """:func:`validate` with :class:`ValidationOptions`: ``--strict`` placeholders, the lints'
-    levels (``planrail validate --strict --lint CODE=LEVEL``)."""
+    levels (``planrail validate --strict --lint CODE=LEVEL``).
+
+    ``warnings=False`` keeps no warnings and skips the checks whose every finding would be one
+    (``duplicate_call``; ``placeholder_literal`` and the lints at the ``warning`` level): the
+    errors and the compiled plan are the same. A run validates so (:func:`planrail.prepare`
+    shows no warnings); :func:`validate` and ``planrail validate`` report them."""
     ctx = Context(
         ToolRegistry.of(tools),
         limits or PlanLimits(),
         options or ValidationOptions(),
         check_tools=check_tools and tools is not None,
+        with_warnings=warnings,
     )
     if isinstance(source, CompiledPlan):
         source = source.plan

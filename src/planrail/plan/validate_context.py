@@ -88,6 +88,9 @@ class Context:
     options: ValidationOptions = field(default_factory=ValidationOptions)
     check_tools: bool = True
     """False without a tool registry: tool names, arguments and output fields are not checked."""
+    with_warnings: bool = True
+    """False: warnings are not kept, and the checks that could only warn are not run (a run's
+    validation, which shows no warnings: :func:`planrail.prepare`)."""
     errors: list[Issue] = field(default_factory=list)
     warnings: list[Issue] = field(default_factory=list)
     raw: Any = None
@@ -133,7 +136,13 @@ class Context:
         self.errors.append(Issue(code, step, path, message))
 
     def warn(self, code: str, step: str | None, path: str, message: str) -> None:
-        self.warnings.append(Issue(code, step, path, message))
+        if self.with_warnings:
+            self.warnings.append(Issue(code, step, path, message))
+
+    def level(self, level: Level) -> Level:
+        """How an issue at ``level`` is reported here: ``off`` for a warning when warnings are
+        not kept (so a check whose every finding is a warning can be skipped)."""
+        return "off" if level == "warning" and not self.with_warnings else level
 
     def report(self, level: Level, code: str, step: str | None, path: str, message: str) -> None:
         """An issue at a configurable level (nothing when ``off``)."""

@@ -105,7 +105,8 @@ def prepare(
             checked = source
         else:
             plain = source.plan if isinstance(source, CompiledPlan) else source
-            report = check_plan(plain, registry, options=options, limits=limits)
+            # the run shows no warnings: the checks that could only warn are not run
+            report = check_plan(plain, registry, options=options, limits=limits, warnings=False)
             checked = report.compiled_or_raise()
         return Execution(
             checked,
@@ -166,6 +167,7 @@ def resume(run_id: str, tools: ToolsInput, *, store: Store, **options: Any) -> E
         registry,
         options=validation_options(options.get("security")),
         limits=options.get("limits"),
+        warnings=False,
     )
     if report.compiled is None:
         raise PlanValidationError(
