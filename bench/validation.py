@@ -13,7 +13,9 @@ the garbage collector paused during the call, as ``timeit`` does by default — 
 own cost, which is what the linearity target judges — and with it running, as in real use.
 CPython's full collections traverse every live object, and a 100,000-step plan keeps a few
 million alive, so the second figure grows faster than the first for reasons outside the
-validator; both are printed and written to ``bench/results/validation.json``.
+validator; both are printed and written to ``bench/results/validation.json``. A third figure,
+``us/step (run)``, is what a run's validation costs (``check_plan(..., warnings=False)``, as
+``planrail.prepare`` calls it: no warnings, so the checks that could only warn are not run).
 
 Because even CPU time is disturbed on a busy machine (caches are shared), the number of Python
 function calls one validation makes is counted too (``cProfile``): it does not depend on load,
@@ -49,7 +51,7 @@ from typing import Any
 from bench.report import table, write_json
 from planrail.plan.loader import PlanLimits
 from planrail.plan.tools import ToolRegistry, ToolSpec
-from planrail.plan.validate import validate
+from planrail.plan.validate import check_plan, validate
 
 SIZES = (100, 1_000, 10_000, 100_000)
 QUICK_SIZES = (100, 1_000, 10_000)
@@ -145,14 +147,21 @@ def _cold() -> None:
         cached.cache_clear()
 
 
-def _cpu_seconds(plan: dict[str, Any], gc_enabled: bool) -> float:
+def _run_validation(plan: dict[str, Any]) -> Any:
+    """What a run validates (``planrail.prepare``): no warnings kept, the checks that could only
+    warn not run."""
+    return check_plan(plan, TOOLS, limits=LIMITS, warnings=False)
+
+
+def _cpu_seconds(plan: dict[str, Any], gc_enabled: bool, run: bool = False) -> float:
     _cold()
     gc.collect()
     if not gc_enabled:
         gc.disable()
+    check = _run_validation if run else lambda p: validate(p, TOOLS, limits=LIMITS)
     try:
         start = time.process_time()
-        validate(plan, TOOLS, limits=LIMITS)
+        check(plan)
         return time.process_time() - start
     finally:
         gc.enable()
@@ -171,8 +180,9 @@ def measure(n: int, repeats: int) -> dict[str, Any]:
         "repeats": repeats,
         "calls": pstats.Stats(profile).total_calls,
     }
-    for key, gc_enabled in (("gc_off", False), ("gc_on", True)):
-        times = [_cpu_seconds(plan, gc_enabled) for _ in range(repeats)]
+    for key, gc_enabled, run in (("gc_off", False, False), ("gc_on", True, False),
+                                 ("run", True, True)):  # fmt: skip
+        times = [_cpu_seconds(plan, gc_enabled, run) for _ in range(repeats)]
         median = statistics.median(times)
         row[key] = {"median_cpu_s": median, "cpu_s": times, "us_per_step": median / n * 1e6}
     return row
@@ -252,7 +262,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         row = measure(n, repeats)
         if rows:
             row["calls_growth"] = row["calls"] / rows[-1]["calls"]
-            for key in ("gc_off", "gc_on"):
+            for key in ("gc_off", "gc_on", "run"):
                 row[key]["growth"] = row[key]["median_cpu_s"] / rows[-1][key]["median_cpu_s"]
         rows.append(row)
         print(f"  {n:>7,} steps measured", flush=True)
@@ -263,26 +273,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     body = [
         [f"{r['steps']:,}", r["repeats"], *cells(r["gc_off"]), *cells(r["gc_on"]),
-         round(r["calls"] / r["steps"]), f"{r['calls_growth']:.1f}x" if rows.index(r) else None]
+         *cells(r["run"])[1:], round(r["calls"] / r["steps"]),
+         f"{r['calls_growth']:.1f}x" if rows.index(r) else None]
         for r in rows
     ]  # fmt: skip
     headers = ["steps", "repeats", "cpu s", "us/step", "growth", "cpu s (gc on)",
-               "us/step (gc on)", "growth (gc on)", "calls/step", "calls growth"]  # fmt: skip
+               "us/step (gc on)", "growth (gc on)", "us/step (run)", "growth (run)",
+               "calls/step", "calls growth"]  # fmt: skip
     print(table(headers, body))
     worst = max((r["gc_off"]["growth"] for r in rows[1:]), default=0.0)
     worst_gc = max((r["gc_on"]["growth"] for r in rows[1:]), default=0.0)
     worst_calls = max((r["calls_growth"] for r in rows[1:]), default=0.0)
+    worst_run = max((r["run"]["growth"] for r in rows[1:]), default=0.0)
     verdict = "linear" if worst <= TARGET_GROWTH else "NOT linear"
     print(
         f"\nworst growth per 10x (target <= {TARGET_GROWTH:.0f}x): calls {worst_calls:.1f}x;"
         f" CPU time {worst:.1f}x with the collector paused ({verdict}), {worst_gc:.1f}x with it"
-        " running"
+        f" running, {worst_run:.1f}x for a run's validation"
     )
     payload = {
         "target_growth": TARGET_GROWTH,
         "worst_growth": worst,
         "worst_growth_gc_on": worst_gc,
         "worst_calls_growth": worst_calls,
+        "worst_growth_run": worst_run,
         "rows": rows,
     }
     path = write_json("validation", args.quick, payload)
