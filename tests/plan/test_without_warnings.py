@@ -17,7 +17,7 @@ from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import ValidationOptions, ValidationReport, check_plan
 
 from .helpers import PLANS, TASKBENCH, load_script
-from .test_all_at_once import apply, mutated
+from .test_all_at_once import TOOLS, apply, mutated
 
 confusion = load_script(TASKBENCH / "confusion.py", "taskbench_confusion")
 
@@ -37,12 +37,16 @@ def _shape(compiled: CompiledPlan | None) -> Any:
     return compiled.plan, steps, compiled.checked_with
 
 
-def _same_without_warnings(source: Any, tools: ToolRegistry, options: ValidationOptions) -> None:
+def _same_without_warnings(
+    source: Any, tools: ToolRegistry, options: ValidationOptions
+) -> ValidationReport:
+    """Check ``source`` both ways and compare; the report with warnings."""
     full = check_plan(source, tools, options=options)
     run = check_plan(source, tools, options=options, warnings=False)
     assert run.errors == full.errors
     assert run.warnings == []
     assert _shape(run.compiled) == _shape(full.compiled)
+    return full
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +62,7 @@ def test_real_plans_get_the_same_errors_and_compiled_plan(
     """984 LLM-written plans (valid ones, and ones with every kind of error), each option."""
     warned = invalid = 0
     for plan, tools in taskbench:
-        _same_without_warnings(plan, tools, OPTIONS[name])
-        full = check_plan(plan, tools, options=OPTIONS[name])
+        full = _same_without_warnings(plan, tools, OPTIONS[name])
         warned += bool(full.warnings)
         invalid += bool(full.errors)
     assert warned  # plans with warnings were compared
@@ -80,8 +83,6 @@ def test_the_example_plans_get_the_same_errors_and_compiled_plan(name: str) -> N
 def test_plans_with_many_mistakes_get_the_same_errors(
     case: tuple[int, list[tuple[int, str, int]]],
 ) -> None:
-    from .test_all_at_once import TOOLS
-
     plan, _ = apply(*case)
     for options in OPTIONS.values():
         _same_without_warnings(plan, TOOLS, options)

@@ -22,8 +22,8 @@ __all__ = ["duplicate_calls_pass"]
 
 def duplicate_calls_pass(ctx: Context) -> None:
     """Warning ``duplicate_call``: a step repeats an earlier step's tool and arguments."""
-    if not ctx.with_warnings:
-        return
+    if ctx.level("warning") == "off":
+        return  # duplicate_call is only ever a warning, and none is kept
     # Steps are told apart first by a rough key that any two same calls share (:func:`_rough_key`:
     # cheap, no JSON); a call's exact key (canonical JSON when its arguments nest) is built only
     # once a step with the same rough key has come, and the earlier one's then too. Both maps

@@ -164,8 +164,9 @@ def _number_of(step_id: str) -> int | None:
 def placeholders_pass(ctx: Context) -> None:
     """placeholder_literal: a warning (an error under ``strict``, or in the arguments of a
     side-effecting step when ``placeholders_in_side_effects`` says so)."""
-    may_err = ctx.options.strict or ctx.options.placeholders_in_side_effects == "error"
-    if not may_err and not ctx.with_warnings:
+    options = ctx.options
+    may_err = options.strict or options.placeholders_in_side_effects == "error"
+    if ctx.level("error" if may_err else "warning") == "off":
         return  # every finding would be a warning, and none is kept
     ids = frozenset(ctx.known)
     order = [s.id for s in ctx.steps]
