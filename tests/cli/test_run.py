@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .conftest import DATA, TOOLS, Cli
@@ -102,6 +104,42 @@ def test_an_invalid_plan_exits_3_and_nothing_runs(cli: Cli) -> None:
     assert code == 3
     assert data["valid"] is False
     assert {i["code"] for i in data["errors"]} == {"undeclared_dependency", "unknown_tool"}
+    assert cli.calls == []
+
+
+def _with_placeholder(cli: Cli) -> str:
+    """``ok.json`` with a placeholder literal for the name: valid, with one warning."""
+    plan = json.loads((DATA / "ok.json").read_text())
+    plan["steps"][0]["args"]["name"] = "{{user.name}}"
+    path = cli.cwd / "placeholder.json"
+    path.write_text(json.dumps(plan))
+    return str(path)
+
+
+def test_a_valid_plans_warnings_are_shown_before_it_runs(cli: Cli) -> None:
+    """A valid plan with warnings runs, and its warnings (code, step, path, message) are
+    printed first — before the summary; on stderr with ``--json``, whose stdout stays the run
+    object. A plan without warnings prints none."""
+    plan = _with_placeholder(cli)
+    result = cli("run", plan, "--tools", TOOLS)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "is valid, with 1 warning" in out
+    warning = out.index("warning [placeholder_literal] step 'hello' at $.steps[0].args.name")
+    assert warning < out.index("succeeded")
+    assert cli.calls == ["hello", "loud"]
+    result = cli("run", plan, "--tools", TOOLS, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["status"] == "succeeded"
+    assert "[placeholder_literal]" in result.stderr
+    assert "warning" not in cli("run", str(DATA / "ok.json"), "--tools", TOOLS).output
+
+
+def test_review_shows_a_valid_plans_warnings(cli: Cli) -> None:
+    """``review`` prints the warnings ``run`` would print, then the approval screen."""
+    result = cli("review", _with_placeholder(cli), "--tools", TOOLS)
+    assert result.exit_code == 0, result.output
+    assert "warning [placeholder_literal] step 'hello'" in result.stdout
     assert cli.calls == []
 
 

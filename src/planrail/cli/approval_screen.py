@@ -30,6 +30,7 @@ from planrail.cli.common import (
     report_invalid,
     security_policy,
 )
+from planrail.cli.render import print_warnings
 from planrail.engine.approval_view import ApprovalView, build_view
 from planrail.errors import PlanrailError
 from planrail.plan.validate import check_plan
@@ -124,6 +125,7 @@ def review_cmd(
     if report.compiled is None:
         report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
+    print_warnings(console, report, str(plan))
     try:
         execution = prepare(report.compiled, registry, security=security)
     except PlanrailError as exc:

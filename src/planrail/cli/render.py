@@ -16,7 +16,7 @@ from planrail.engine.result import RunResult
 from planrail.plan.compiled import CompiledPlan
 from planrail.plan.validate import Issue, ValidationReport
 
-__all__ = ["STATUS_STYLE", "print_issues", "print_plan", "print_result"]
+__all__ = ["STATUS_STYLE", "print_issues", "print_plan", "print_result", "print_warnings"]
 
 STATUS_STYLE = {
     "pending": ("·", "dim"),
@@ -38,10 +38,22 @@ def print_issues(console: Console, report: ValidationReport, source: str) -> Non
             f"[red]✗[/] {source} is invalid: {_count(report.errors, 'error')}, "
             f"{_count(report.warnings, 'warning')} — nothing was executed"
         )
-    for kind, style, issues in (
-        ("error", "red", report.errors),
-        ("warning", "yellow", report.warnings),
-    ):
+    _issues(console, report.errors, report.warnings)
+
+
+def print_warnings(console: Console, report: ValidationReport, source: str) -> None:
+    """A valid plan's warnings, printed before it runs (nothing when it has none): what may
+    be a mistake in it — a placeholder such as ``TBD``, a lint — is seen before approving."""
+    if report.warnings:
+        console.print(
+            f"[yellow]![/] {source} is valid, with {_count(report.warnings, 'warning')}:"
+            " it runs as written"
+        )
+        _issues(console, [], report.warnings)
+
+
+def _issues(console: Console, errors: list[Issue], warnings: list[Issue]) -> None:
+    for kind, style, issues in (("error", "red", errors), ("warning", "yellow", warnings)):
         for issue in issues:
             _issue(console, kind, style, issue)
 

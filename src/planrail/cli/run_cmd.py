@@ -41,7 +41,7 @@ from planrail.cli.common import (
 )
 from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
-from planrail.cli.render import print_issues
+from planrail.cli.render import print_issues, print_warnings
 from planrail.errors import PlanrailError
 from planrail.plan.validate import (
     LEVELS,
@@ -155,6 +155,7 @@ def run_cmd(
         report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
     assert report.compiled is not None
+    print_warnings(console, report, str(plan))
     run(
         console,
         report.compiled,
