@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from collections.abc import Callable
@@ -106,3 +107,49 @@ def test_without_psycopg_the_error_says_what_to_install(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(StoreError, match=r"pip install 'planrail\[postgres\]'"):
         open_store("postgresql://postgres@127.0.0.1/test")
+
+
+@pytest.mark.postgres
+def test_a_version_1_schema_keeps_its_event_numbers(pg_url: str, make_run: MakeRun) -> None:
+    """A schema written before the event counter left the ``runs`` row (version 1, written
+    by its own statements) migrates: each run's next seq follows its last, the column goes."""
+    import psycopg
+
+    from planrail.store import Event
+    from planrail.store import postgres as pg_module
+
+    (version, statements), *_ = pg_module.MIGRATIONS
+    assert version == 1
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (1)")
+        conn.execute(
+            "INSERT INTO runs VALUES ('run-1', '{}', 'sha256:abc', 'running', 1000.0, 1000.0,"
+            " 'null', 'null', 'null', '{}', 3)"
+        )
+        for seq in (1, 2, 3):
+            conn.execute(
+                "INSERT INTO events VALUES ('run-1', %s, 'step_started', 1.0, NULL, NULL, '{}')",
+                (seq,),
+            )
+    store = pg_module.PostgresStore(pg_url)
+    try:
+        event = Event(run_id="run-1", type="step_started", at=1.0)
+        assert [e.seq for e in store.commit(events=[event, event])] == [4, 5]
+        store.create_run(make_run("run-2"))
+        assert [
+            e.seq for e in store.commit(events=[dataclasses.replace(event, run_id="run-2")])
+        ] == [1]
+    finally:
+        store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (
+            pg_module.SCHEMA_VERSION,
+        )
+        columns = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
+            " AND table_schema = current_schema()"
+        ).fetchall()
+        assert ("last_seq",) not in columns

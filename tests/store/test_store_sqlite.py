@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sqlite3
 import subprocess
@@ -13,7 +15,7 @@ import pytest
 
 import planrail
 from planrail.errors import StoreCorruptError, StoreError
-from planrail.store import RunRecord, SQLiteStore
+from planrail.store import Event, RunRecord, SQLiteStore
 from planrail.store import sqlite as sqlite_module
 
 MakeRun = Callable[..., RunRecord]
@@ -201,20 +203,21 @@ def test_pending_migrations_are_applied_in_order_on_open(
     path = tmp_path / "runs.db"
     with SQLiteStore(path) as store:
         store.create_run(make_run())
+    now = sqlite_module.SCHEMA_VERSION
     migrations = (
         *sqlite_module.MIGRATIONS,
-        (2, ("CREATE TABLE extra (n INTEGER)", "INSERT INTO extra VALUES (2)")),
-        (3, ("INSERT INTO extra VALUES (3)",)),
+        (now + 1, ("CREATE TABLE extra (n INTEGER)", f"INSERT INTO extra VALUES ({now + 1})")),
+        (now + 2, (f"INSERT INTO extra VALUES ({now + 2})",)),
     )
     monkeypatch.setattr(sqlite_module, "MIGRATIONS", migrations)
-    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", now + 2)
     for _ in range(2):
         with SQLiteStore(path) as store:
             assert store.get_run("run-1") == make_run()
-    assert schema_versions(path) == [3]
+    assert schema_versions(path) == [now + 2]
     conn = sqlite3.connect(path)
     try:
-        assert [row[0] for row in conn.execute("SELECT n FROM extra")] == [2, 3]
+        assert [row[0] for row in conn.execute("SELECT n FROM extra")] == [now + 1, now + 2]
     finally:
         conn.close()
 
@@ -267,3 +270,81 @@ def test_commits_of_a_run_are_not_checkpointed_until_the_wal_is_large(
         run = again.get_run("run-1")
         assert run is not None
         assert run.output["n"] == n - 1
+
+
+def _events(run_id: str, n: int) -> list[Event]:
+    return [Event(run_id=run_id, type="step_started", at=1.0, step_id=f"s{i}") for i in range(n)]
+
+
+def test_a_version_1_file_keeps_its_event_numbers(tmp_path: Path, make_run: MakeRun) -> None:
+    """A file written before the event counter left the ``runs`` row (version 1, written here
+    by its own statements, as that planrail wrote it) migrates: its runs and events are kept,
+    each run's next seq follows its last (none reused), and the old column is gone."""
+    path = tmp_path / "runs.db"
+    (version, statements), *_ = sqlite_module.MIGRATIONS
+    assert version == 1
+    conn = sqlite3.connect(path)
+    try:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (1)")
+        for run_id, last in (("run-1", 3), ("run-2", 0)):
+            conn.execute(
+                "INSERT INTO runs VALUES (?, ?, 'sha256:abc', 'running', 1000.0, 1000.0,"
+                " 'null', 'null', 'null', '{}', ?)",
+                (run_id, json.dumps(make_run().plan), last),
+            )
+        conn.executemany(
+            "INSERT INTO events VALUES ('run-1', ?, 'step_started', 1.0, NULL, NULL, '{}')",
+            [(1,), (2,), (3,)],
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    assert schema_versions(path) == [1]
+    with SQLiteStore(path) as store:
+        assert store.get_run("run-1") == make_run()
+        assert [e.seq for e in store.commit(events=_events("run-1", 2))] == [4, 5]
+        assert [e.seq for e in store.commit(events=_events("run-2", 1))] == [1]
+        store.create_run(make_run("run-3"))
+        assert [e.seq for e in store.commit(events=_events("run-3", 1))] == [1]
+        assert [e.seq for e in store.events("run-1")] == [1, 2, 3, 4, 5]
+    assert schema_versions(path) == [sqlite_module.SCHEMA_VERSION]
+    conn = sqlite3.connect(path)
+    try:
+        assert "last_seq" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    finally:
+        conn.close()
+
+
+def test_committing_events_does_not_write_the_run_row(tmp_path: Path, make_run: MakeRun) -> None:
+    """Numbering a commit's events writes a counter of its own, not the ``runs`` row that
+    holds the plan: SQLite rewrites a whole row to change one column, so a commit would cost
+    in proportion to the plan's size. A trigger counts the writes of ``runs``."""
+    path = tmp_path / "runs.db"
+    big = make_run(plan={"goal": "big", "steps": [{"id": f"s{i}"} for i in range(5000)]})
+    with SQLiteStore(path) as store:
+        store.create_run(big)
+        conn = sqlite3.connect(path)
+        try:
+            conn.execute("CREATE TABLE run_writes (n INTEGER)")
+            conn.execute(
+                "CREATE TRIGGER count_run_writes AFTER UPDATE ON runs"
+                " BEGIN INSERT INTO run_writes VALUES (1); END"
+            )
+            conn.commit()
+        finally:
+            conn.close()
+        for _ in range(3):
+            store.commit(events=_events("run-1", 2))
+        assert [e.seq for e in store.events("run-1")] == [1, 2, 3, 4, 5, 6]
+        store.commit(run=dataclasses.replace(big, status="succeeded"), events=_events("run-1", 1))
+        run = store.get_run("run-1")
+        assert run is not None
+        assert run.status == "succeeded"
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("SELECT count(*) FROM run_writes").fetchone() == (1,)
+    finally:
+        conn.close()

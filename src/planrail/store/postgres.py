@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from planrail.errors import StoreError
-from planrail.store._sql import SQLStoreBase, Statements, schema_v1
+from planrail.store._sql import SQLStoreBase, Statements, schema_v1, schema_v2
 from planrail.store.base import check_lease_args
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, schema_v1(json_type="JSON", float_type="DOUBLE PRECISION", bool_type="BOOLEAN")),
+    (2, schema_v2()),
 )
 """``(version, statements)`` pairs, applied in order to bring a schema up to ``SCHEMA_VERSION``."""
 

@@ -14,13 +14,14 @@ from typing import Any
 
 from planrail.errors import StoreCorruptError, StoreError
 from planrail.store._codec import INTENT_COLUMNS, conflict, encode_intent
-from planrail.store._sql import SQLStoreBase, Statements, schema_v1
+from planrail.store._sql import SQLStoreBase, Statements, schema_v1, schema_v2
 from planrail.store.base import Intent, check_lease_args
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, schema_v1(json_type="TEXT", float_type="REAL", bool_type="INTEGER")),
+    (2, schema_v2()),
 )
 """``(version, statements)`` pairs, applied in order to bring a file up to ``SCHEMA_VERSION``."""
 
