@@ -16,9 +16,10 @@ cycles), so the second figure adds only what the collector does around that paus
 collection that the validator's allocations set off as the pause ends, and any collection
 before it. CPython's full collections traverse every live object, and a 100,000-step plan
 keeps a few million alive, so the second figure can grow faster than the first for reasons
-outside the validator; both are printed and written to ``bench/results/validation.json``. A third figure,
-``us/step (run)``, is what a run's validation costs (``check_plan(..., warnings=False)``, as
-``planrail.prepare`` calls it: no warnings, so the checks that could only warn are not run).
+outside the validator; both are printed and written to ``bench/results/validation.json``.
+A third figure, ``us/step (run)``, is what a run's validation costs
+(``check_plan(..., warnings=False)``, as ``planrail.prepare`` calls it: no warnings, so the
+checks that could only warn are not run).
 
 Because even CPU time is disturbed on a busy machine (caches are shared), the number of Python
 function calls one validation makes is counted too (``cProfile``): it does not depend on load,
