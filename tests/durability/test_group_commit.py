@@ -136,3 +136,84 @@ async def test_a_durable_run_serialises_its_plan_once_for_its_records(
     assert stored is not None
     assert stored.plan == ex.plan.to_json_data()
     assert stored.plan_hash == ex.plan.hash == result.plan_hash
+
+
+class Recording(MemoryStore):
+    """A memory store that keeps, per commit, the intents and step statuses it carried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commits: list[tuple[set[str], dict[str, str]]] = []
+
+    def commit(self, **parts: Any) -> Any:
+        intents = {i.step_key for i in parts.get("intents", ())}
+        steps = {s.step_id: str(s.status) for s in parts.get("steps", ())}
+        self.commits.append((intents, steps))
+        return super().commit(**parts)
+
+
+async def test_a_chain_commits_each_outcome_with_the_next_steps_intent() -> None:
+    """On a chain of keyed steps, a step's outcome and the intent of the step it starts share
+    one transaction: about one commit per step (two before), and never an intent committed
+    before the outcome of the step it follows."""
+    store = Recording()
+
+    @planrail.tool(side_effects="keyed")
+    async def write(step: str, after: str = "") -> str:
+        """Returns its step."""
+        return step
+
+    n = 12
+    steps = [{"id": "s0", "tool": "write", "args": {"step": "s0"}}]
+    steps += [
+        {
+            "id": f"s{i}",
+            "tool": "write",
+            "args": {"step": f"s{i}", "after": f"${{s{i - 1}}}"},
+            "depends_on": [f"s{i - 1}"],
+        }
+        for i in range(1, n)
+    ]
+    plan = planrail.validate({"goal": "chain", "steps": steps}, [write]).raise_for_errors()
+    result = await Execution(plan, [write], store=store, run_id="c1", approve=True).run()
+
+    assert result.status == "succeeded"
+    for i in range(1, n):
+        carried = [k for k, (intents, _) in enumerate(store.commits) if f"s{i}" in intents]
+        done = [
+            k for k, (_, recs) in enumerate(store.commits) if recs.get(f"s{i - 1}") == "succeeded"
+        ]
+        assert carried == done[:1], f"s{i}'s intent and s{i - 1}'s outcome: one commit"
+    assert len(store.commits) <= n + 3  # + the approval, the first intent, the run's end
+
+
+async def test_intents_held_for_outcomes_wait_for_the_next_outcome_commit() -> None:
+    """While the executor holds intents (the outcomes that started their steps are not
+    committed yet), committing intents commits nothing; the next outcome commit carries them,
+    and only then is the call's wait over."""
+    from planrail.clock import SYSTEM_CLOCK
+    from planrail.engine.checkpoint import Checkpointer
+    from planrail.engine.result import StepResult
+
+    @planrail.tool(side_effects="keyed")
+    async def write(step: str) -> str:
+        """Returns its step."""
+        return step
+
+    store = Recording()
+    registry = planrail.ToolRegistry.of([write])
+    plan = planrail.validate(_wide_plan("write"), registry).raise_for_errors()
+    ckpt = Checkpointer(store, plan, registry, "h1", SYSTEM_CLOCK)
+    ckpt.open()
+    ckpt.hold_intents = True
+    root = plan.steps[0]
+    waiting = ckpt.intent(StepResult(root.id), root, None, 1, {"step": "root"})
+    before = len(store.commits)
+    ckpt.commit_intents()
+    assert len(store.commits) == before
+    assert not waiting.done()
+    ckpt.hold_intents = False
+    ckpt.record([], {})
+    assert waiting.done()
+    assert store.commits[-1][0] == {"root"}
+    ckpt.release()

@@ -2,7 +2,8 @@
 
 The guarantees (see ``docs/durability.md``):
 
-- a step's outcome is committed before any of its dependents starts;
+- a step's outcome is committed before any of its dependents calls anything (in the same
+  transaction as their intents, when they start together);
 - before a side-effecting call, its *intent* (idempotency key and a hash of the resolved
   arguments) is committed; a key later reused with other arguments is refused;
 - on resume, a succeeded step is never run again (its stored output feeds its dependents); a
@@ -120,6 +121,11 @@ class Checkpointer:
         self._digests: dict[str, tuple[Any, str]] = {}
         """Per step: the arguments its intent hashed, and their hash (reused by the record)."""
         self._queued: list[_Queued] = []
+        self.hold_intents = False
+        """While True, queued intents wait for the next :meth:`record`: the executor holds them
+        while the outcomes that started their steps are not committed yet, so that one
+        transaction carries both, whatever order the loop runs its callbacks in (an eager task
+        factory queues a dependent's intent while its producer's outcome is being applied)."""
         """Intents waiting for their group commit (see :meth:`intent`)."""
         self._plan_data: dict[str, Any] | None = None
         """The plan as the run's record stores it (redacted), dumped once per run: the plan of
@@ -385,7 +391,10 @@ class Checkpointer:
         return queued.future
 
     def commit_intents(self) -> None:
-        """Commit the queued intents (if an outcome commit has not taken them already)."""
+        """Commit the queued intents (if an outcome commit has not taken them already, and
+        none is about to: :attr:`hold_intents`)."""
+        if self.hold_intents:
+            return
         queued = self._take_queued()
         if not queued:
             return

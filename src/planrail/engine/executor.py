@@ -4,9 +4,10 @@ There is no polling and there are no levels: when a step finishes, the task that
 the scheduler, and any dependent that became ready is started right there. :meth:`Execution.iter`
 yields the events as they happen; :meth:`Execution.run` is a thin loop over it.
 
-With a store, outcomes are committed before dependents start: completions that arrive in the
-same turn of the event loop are committed together in one transaction (then their dependents
-start), which keeps the durable path cheap without weakening the guarantee.
+With a store, outcomes are committed before their dependents call anything: completions that
+arrive in the same turn of the event loop are applied (their dependents start), then committed
+together in one transaction with the intents those dependents queue, while every call waits for
+it (:meth:`Execution._flush`): one commit per layer, without weakening the guarantee.
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ class Execution:
         self._pending_outcomes: dict[str, Outcome] = {}
         """Outcomes waiting for their commit before the scheduler hears of them."""
         self._flush_pending = False
+        self._durable: asyncio.Future[None] | None = None
+        """Done once the outcomes applied by the last flush are committed (None: they are)."""
         self._events: deque[Event] = deque()
         self._wakeup: asyncio.Event | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -671,8 +674,11 @@ class Execution:
         if self._guard is not None and step.action == "tool_call":
             return self._admit(step, item, attempt, args)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
-            # Done once the intent is committed (with the others of this loop turn).
+            # Done once the intent is committed: with the others of this loop turn, and with
+            # the outcomes that started this step if they are not committed yet.
             return self._ckpt.intent(self.results[step.id], step, item, attempt, args)
+        if self._durable is not None:  # a call waits for the outcomes it may read to be stored
+            return asyncio.shield(self._durable)
         return None
 
     async def _admit(self, step: Step, item: int | None, attempt: int, args: Any) -> None:
@@ -681,6 +687,8 @@ class Execution:
         await self._guard.admit(step, item, attempt, args, self.outputs)
         if self._ckpt is not None and self._ckpt.needs_intent(step):
             await self._ckpt.intent(self.results[step.id], step, item, attempt, args)
+        elif self._durable is not None:
+            await asyncio.shield(self._durable)
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
         """An item of a fan-out succeeded: commit it now (a resume will not run it again); once
@@ -807,7 +815,8 @@ class Execution:
                 self._dirty.add(sid)
             self._apply(sid, outcome)
             return
-        # Commit before dependents start; completions of this loop turn share one transaction.
+        # Committed before dependents call anything; completions of a loop turn share one
+        # transaction, and with it the intents of the steps they start (see _flush).
         self._dirty.add(sid)
         self._pending_outcomes[sid] = outcome
         if not self._flush_pending:
@@ -815,58 +824,74 @@ class Execution:
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
+        """This loop turn's outcomes: applied (their dependents start), then committed — in the
+        next turn, together with the intents those dependents queue in it, when any started
+        (one transaction per layer of a plan: its outcomes and the next layer's intents); at
+        once otherwise. Until that commit, every call waits: an intent is held for it
+        (:attr:`Checkpointer.hold_intents`), a call without one awaits :attr:`_durable`. So no call
+        runs, and nothing of a dependent is stored, before the outcomes it may read are."""
         assert self._ckpt is not None
         outcomes, self._pending_outcomes = self._pending_outcomes, {}
         self._flush_pending = False
+        started = len(self._tasks)
+        self._ckpt.hold_intents = True
+        for sid, outcome in outcomes.items():
+            self._apply(sid, outcome)
+        if len(self._tasks) > started and not self._aborted:
+            loop = asyncio.get_running_loop()
+            if self._durable is None:
+                self._durable = loop.create_future()
+            loop.call_soon(self._commit_outcomes)
+        else:
+            self._commit_outcomes()
+
+    def _commit_outcomes(self) -> None:
+        """Commit the applied outcomes and the intents held for them (:meth:`_flush`)."""
+        assert self._ckpt is not None
+        durable, self._durable = self._durable, None
+        self._ckpt.hold_intents = False
         try:
             self._save_dirty()
         except Exception as exc:
-            if self._save_singly(outcomes, exc):
-                for sid, outcome in outcomes.items():
-                    self._apply(sid, outcome)
-                return
-            log.exception("could not record step outcomes; stopping the run")
-            self.error = f"the store failed: {exc}"
-            self._aborted = True  # start nothing more: its outcome could not be recorded either
-            for sid, outcome in outcomes.items():
-                self._apply(sid, outcome)
-            self._fail_fast(next(iter(outcomes)), self.error)
-            return
-        for sid, outcome in outcomes.items():
-            self._apply(sid, outcome)
+            self._store_failed(exc)
+        finally:
+            self._ckpt.commit_intents()  # those no record was left to carry
+            if durable is not None and not durable.done():
+                durable.set_result(None)  # the calls that waited (cancelled if the run stopped)
+            if self._wakeup is not None:
+                self._wakeup.set()
 
-    def _save_singly(self, outcomes: dict[str, Outcome], exc: Exception) -> bool:
-        """One commit of several outcomes failed: record them one by one, so that one step the
-        store refuses never loses the others. A step whose own record fails is recorded as
-        failed (in doubt if its tool may not run again: its effect did happen) and ``outcomes``
-        is updated. False when even that fails (the store is down): the run must stop."""
+    def _store_failed(self, exc: Exception) -> None:
+        """A commit of outcomes failed (the intents it carried failed with it). Each outcome is
+        tried alone, as a store that failed once may take them one by one; if one still fails
+        (or the lease is lost), the run stops before any call waiting for it is made: that step
+        is failed (in doubt if its tool may not run again: its effect did happen), reason *its
+        outcome could not be recorded*, and what waited or would start is cancelled or
+        skipped."""
         assert self._ckpt is not None
         left = [sid for sid in self._last_dirty if sid in self.results]
-        if isinstance(exc, LeaseLostError):
-            return False
-        for sid in left:
+        problem: Exception = exc
+        while left and not isinstance(problem, LeaseLostError):
             try:
-                self._ckpt.record([self.results[sid]], self.args)
-            except LeaseLostError:
-                return False
+                self._ckpt.record([self.results[left[0]]], self.args)
             except Exception as one:
-                res = self.results[sid]
-                why = f"its outcome could not be recorded: {one}"
-                if self.error is None:
-                    self.error = f"the store failed for step '{sid}': {one}"
-                status = S.FAILED if self.effects[sid].may_rerun else S.IN_DOUBT
-                res.status, res.output, res.reason = status, None, why
+                problem = one
+                break
+            left.pop(0)
+        if not left:
+            return
+        log.error("could not record step outcomes (%s); stopping the run", problem)
+        self.error = f"the store failed: {problem}"
+        for sid in left:
+            res = self.results[sid]
+            if res.status == S.SUCCEEDED:
+                why = f"its outcome could not be recorded: {problem}"
+                res.status = S.FAILED if self.effects[sid].may_rerun else S.IN_DOUBT
+                res.output, res.reason = None, why
                 res.error = error_dict(StoreError(why, step_id=sid))
                 self.args.pop(sid, None)
-                if sid in outcomes:
-                    outcomes[sid] = Outcome(
-                        status, error=res.error, reason=why, attempts=res.attempts
-                    )
-                try:
-                    self._ckpt.record([res], self.args)
-                except Exception:
-                    return False
-        return True
+            self._dirty.add(sid)  # tried again with the run's last commit
+        self._fail_fast(left[0], self.error)
 
     def _save_dirty(self) -> None:
         if self._ckpt is not None and self._dirty:

@@ -1,0 +1,76 @@
+"""No call runs before the outcomes it may read are stored (docs/durability.md, guarantee 1).
+
+A layer's outcomes are committed together with the intents of the steps they start (one
+transaction), so those steps are started before the outcomes are stored; their calls are not
+made until then — a keyed call waits for its intent, held for that commit, a pure call for
+the commit itself. Every tool here, when called, reads the store: each step it depends on must
+already be recorded ``succeeded``, and a keyed step's own intent must be there.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import planrail
+from planrail.engine.executor import Execution
+from planrail.store import MemoryStore, SQLiteStore
+
+
+def _plan(seed: int, n: int = 40) -> dict[str, Any]:
+    rng = random.Random(seed)
+    steps: list[dict[str, Any]] = []
+    for i in range(n):
+        deps = sorted(rng.sample(range(i), k=min(i, rng.randint(0, 3))))
+        tool = rng.choice(["keyed", "pure"])
+        args = {"step": f"s{i}", "inputs": [f"${{s{d}}}" for d in deps]}
+        steps.append(
+            {"id": f"s{i}", "tool": tool, "args": args, "depends_on": [f"s{d}" for d in deps]}
+        )
+    return {"goal": "outcomes before calls", "steps": steps}
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_every_call_finds_the_outcomes_it_reads_stored(
+    seed: int, kind: str, tmp_path: Path
+) -> None:
+    store: Any = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "runs.db")
+    plan_data = _plan(seed)
+    deps = {s["id"]: s["depends_on"] for s in plan_data["steps"]}
+    problems: list[str] = []
+
+    def check(ctx: planrail.StepContext, step: str, keyed: bool) -> None:
+        records = store.get_steps(ctx.run_id)
+        for d in deps[step]:
+            status = str(records[d].status) if d in records else "absent"
+            if status != "succeeded":
+                problems.append(f"{step} called while {d} was {status} in the store")
+        if keyed and ctx.idempotency_key not in {
+            i.idempotency_key for i in store.intents(ctx.run_id)
+        }:
+            problems.append(f"{step} called before its intent was stored")
+
+    @planrail.tool(side_effects="keyed")
+    async def keyed(ctx: planrail.StepContext, step: str, inputs: list[str]) -> str:
+        """Checks the store, then returns its step."""
+        check(ctx, step, keyed=True)
+        return step
+
+    @planrail.tool(side_effects="none")
+    async def pure(ctx: planrail.StepContext, step: str, inputs: list[str]) -> str:
+        """Checks the store, then returns its step."""
+        check(ctx, step, keyed=False)
+        return step
+
+    plan = planrail.validate(plan_data, [keyed, pure]).raise_for_errors()
+    try:
+        result = await Execution(plan, [keyed, pure], store=store, approve=True).run()
+    finally:
+        if kind == "sqlite":
+            store.close()
+    assert result.status == "succeeded"
+    assert problems == []
