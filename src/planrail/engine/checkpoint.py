@@ -121,12 +121,12 @@ class Checkpointer:
         self._digests: dict[str, tuple[Any, str]] = {}
         """Per step: the arguments its intent hashed, and their hash (reused by the record)."""
         self._queued: list[_Queued] = []
+        """Intents waiting for their group commit (see :meth:`intent`)."""
         self.hold_intents = False
         """While True, queued intents wait for the next :meth:`record`: the executor holds them
         while the outcomes that started their steps are not committed yet, so that one
         transaction carries both, whatever order the loop runs its callbacks in (an eager task
         factory queues a dependent's intent while its producer's outcome is being applied)."""
-        """Intents waiting for their group commit (see :meth:`intent`)."""
         self._plan_data: dict[str, Any] | None = None
         """The plan as the run's record stores it (redacted), dumped once per run: the plan of
         a run never changes, and a big plan's dump costs tens of µs per step."""
