@@ -735,6 +735,8 @@ class Execution:
         """Commit part of a step's progress; whether it was committed."""
         if self._aborted:
             return False
+        if self._durable is not None:  # the outcomes applied before it (and their events) first
+            self._commit_outcomes()
         try:
             commit(self.results[step.id], *args)
         except Exception:  # the step's own record will say what happened; that part reruns
