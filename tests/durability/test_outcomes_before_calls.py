@@ -10,14 +10,14 @@ already be recorded ``succeeded``, and a keyed step's own intent must be there.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import planrail
 from planrail.engine.executor import Execution
-from planrail.store import MemoryStore, SQLiteStore
+
+from .conftest import Opener
 
 
 def _plan(seed: int, n: int = 40) -> dict[str, Any]:
@@ -34,11 +34,8 @@ def _plan(seed: int, n: int = 40) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_every_call_finds_the_outcomes_it_reads_stored(
-    seed: int, kind: str, tmp_path: Path
-) -> None:
-    store: Any = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "runs.db")
+async def test_every_call_finds_the_outcomes_it_reads_stored(seed: int, open_store: Opener) -> None:
+    store = open_store()
     plan_data = _plan(seed)
     deps = {s["id"]: s["depends_on"] for s in plan_data["steps"]}
     problems: list[str] = []
@@ -67,10 +64,6 @@ async def test_every_call_finds_the_outcomes_it_reads_stored(
         return step
 
     plan = planrail.validate(plan_data, [keyed, pure]).raise_for_errors()
-    try:
-        result = await Execution(plan, [keyed, pure], store=store, approve=True).run()
-    finally:
-        if kind == "sqlite":
-            store.close()
+    result = await Execution(plan, [keyed, pure], store=store, approve=True).run()
     assert result.status == "succeeded"
     assert problems == []
