@@ -837,15 +837,17 @@ class Execution:
         self._flush_pending = False
         started = len(self._tasks)
         self._ckpt.hold_intents = True
-        for sid, outcome in outcomes.items():
-            self._apply(sid, outcome)
-        if len(self._tasks) > started and not self._aborted:
-            loop = asyncio.get_running_loop()
-            if self._durable is None:
-                self._durable = loop.create_future()
-            loop.call_soon(self._commit_outcomes)
-        else:
-            self._commit_outcomes()
+        try:
+            for sid, outcome in outcomes.items():
+                self._apply(sid, outcome)
+        finally:  # committed whatever happened: held intents never wait for nothing
+            if len(self._tasks) > started and not self._aborted:
+                loop = asyncio.get_running_loop()
+                if self._durable is None:
+                    self._durable = loop.create_future()
+                loop.call_soon(self._commit_outcomes)
+            else:
+                self._commit_outcomes()
 
     def _commit_outcomes(self) -> None:
         """Commit the applied outcomes and the intents held for them (:meth:`_flush`)."""
