@@ -67,3 +67,66 @@ async def test_every_call_finds_the_outcomes_it_reads_stored(seed: int, open_sto
     result = await Execution(plan, [keyed, pure], store=store, approve=True).run()
     assert result.status == "succeeded"
     assert problems == []
+
+
+class _Recording:
+    """Wraps a store: per commit, the step records' statuses and the events' (type, step)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.commits: list[tuple[dict[str, str], list[tuple[str, str | None]]]] = []
+
+    def commit(self, **parts: Any) -> Any:
+        steps = {s.step_id: str(s.status) for s in parts.get("steps", ())}
+        events = [(e.type, e.step_id) for e in parts.get("events", ())]
+        self.commits.append((steps, events))
+        return self.inner.commit(**parts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_the_event_log_never_runs_ahead_of_the_step_records(
+    seed: int, open_store: Opener
+) -> None:
+    """Fan-out steps commit each finished item at once; those commits, like every other, carry
+    no ``step_succeeded`` event of a step whose ``succeeded`` record is not committed yet (by
+    that commit or an earlier one)."""
+    rng = random.Random(seed)
+    steps: list[dict[str, Any]] = [{"id": "s0", "tool": "keyed", "args": {"step": "s0"}}]
+    fan_outs: set[int] = set()
+    for i in range(1, 30):
+        deps = sorted(rng.sample(range(i), k=min(i, rng.randint(1, 2))))
+        step: dict[str, Any] = {
+            "id": f"s{i}",
+            "tool": rng.choice(["keyed", "pure"]),
+            "args": {"step": f"s{i}"},
+            "depends_on": [f"s{d}" for d in deps],
+        }
+        lists = [d for d in deps if d not in fan_outs]  # a fan-out's output is a list of lists
+        if lists and rng.random() < 0.4:
+            fan_outs.add(i)
+            step["for_each"] = f"${{s{lists[0]}}}"
+            step["args"] = {"step": "${item}", "by": f"s{i}"}
+        steps.append(step)
+
+    @planrail.tool(side_effects="keyed")
+    async def keyed(step: str, by: str = "") -> list[str]:
+        """A list, so that fan-outs have items."""
+        return [step, step + "b"]
+
+    @planrail.tool(side_effects="none")
+    async def pure(step: str, by: str = "") -> list[str]:
+        """A list, so that fan-outs have items."""
+        return [step]
+
+    store = _Recording(open_store())
+    plan = planrail.validate({"goal": "log", "steps": steps}, [keyed, pure]).raise_for_errors()
+    result = await Execution(plan, [keyed, pure], store=store, approve=True).run()
+    assert result.status == "succeeded", {s: r.error for s, r in result.steps.items() if r.error}
+    recorded: set[str] = set()
+    for records, events in store.commits:
+        recorded |= {sid for sid, status in records.items() if status == "succeeded"}
+        ahead = [sid for kind, sid in events if kind == "step_succeeded" and sid not in recorded]
+        assert ahead == []
