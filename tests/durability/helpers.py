@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -249,3 +249,33 @@ async def resume(
         approve=True,
     )
     return await execution.run()
+
+
+class Committed(NamedTuple):
+    """What one commit carried: the intents' step keys, each step record's status, and the
+    events as (type, step)."""
+
+    intents: set[str]
+    steps: dict[str, str]
+    events: list[tuple[str, str | None]]
+
+
+class CommitLog:
+    """Wraps a store, keeping what each of its commits carried (:class:`Committed`)."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.commits: list[Committed] = []
+
+    def commit(self, **parts: Any) -> Any:
+        self.commits.append(
+            Committed(
+                {i.step_key for i in parts.get("intents", ())},
+                {s.step_id: str(s.status) for s in parts.get("steps", ())},
+                [(e.type, e.step_id) for e in parts.get("events", ())],
+            )
+        )
+        return self.inner.commit(**parts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

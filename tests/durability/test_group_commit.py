@@ -6,6 +6,7 @@ starts only once its own intent is committed.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -16,19 +17,9 @@ from planrail.engine.executor import Execution
 from planrail.store import MemoryStore
 from planrail.store.base import Intent
 
+from .helpers import CommitLog
+
 WIDTH = 20
-
-
-class Counting(MemoryStore):
-    """A memory store that counts commits and the intents each one carried."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.intents_per_commit: list[int] = []
-
-    def commit(self, **parts: Any) -> Any:
-        self.intents_per_commit.append(len(parts.get("intents", ())))
-        return super().commit(**parts)
 
 
 def _wide_plan(tool: str) -> dict[str, Any]:
@@ -45,7 +36,7 @@ async def test_a_wave_of_keyed_steps_commits_its_intents_together_and_each_befor
 ):
     """Twenty keyed steps that become ready together record their twenty intents in one
     commit, and each tool, when called, finds its own intent already in the store."""
-    store = Counting()
+    store = CommitLog(MemoryStore())
     seen: dict[str, bool] = {}
 
     @planrail.tool(side_effects="keyed")
@@ -60,8 +51,9 @@ async def test_a_wave_of_keyed_steps_commits_its_intents_together_and_each_befor
 
     assert result.status == "succeeded"
     assert seen == {s.id: True for s in plan.steps}
-    assert max(store.intents_per_commit) == WIDTH
-    assert sum(1 for n in store.intents_per_commit if n) <= 3
+    intents_per_commit = [len(c.intents) for c in store.commits]
+    assert max(intents_per_commit) == WIDTH
+    assert sum(1 for n in intents_per_commit if n) <= 3
 
 
 async def test_a_conflicting_intent_in_a_group_fails_only_its_own_step() -> None:
@@ -138,25 +130,11 @@ async def test_a_durable_run_serialises_its_plan_once_for_its_records(
     assert stored.plan_hash == ex.plan.hash == result.plan_hash
 
 
-class Recording(MemoryStore):
-    """A memory store that keeps, per commit, the intents and step statuses it carried."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.commits: list[tuple[set[str], dict[str, str]]] = []
-
-    def commit(self, **parts: Any) -> Any:
-        intents = {i.step_key for i in parts.get("intents", ())}
-        steps = {s.step_id: str(s.status) for s in parts.get("steps", ())}
-        self.commits.append((intents, steps))
-        return super().commit(**parts)
-
-
 async def test_a_chain_commits_each_outcome_with_the_next_steps_intent() -> None:
     """On a chain of keyed steps, a step's outcome and the intent of the step it starts share
     one transaction: about one commit per step (two before), and never an intent committed
     before the outcome of the step it follows."""
-    store = Recording()
+    store = CommitLog(MemoryStore())
 
     @planrail.tool(side_effects="keyed")
     async def write(step: str, after: str = "") -> str:
@@ -179,18 +157,16 @@ async def test_a_chain_commits_each_outcome_with_the_next_steps_intent() -> None
 
     assert result.status == "succeeded"
     for i in range(1, n):
-        carried = [k for k, (intents, _) in enumerate(store.commits) if f"s{i}" in intents]
-        done = [
-            k for k, (_, recs) in enumerate(store.commits) if recs.get(f"s{i - 1}") == "succeeded"
-        ]
+        carried = [k for k, c in enumerate(store.commits) if f"s{i}" in c.intents]
+        done = [k for k, c in enumerate(store.commits) if c.steps.get(f"s{i - 1}") == "succeeded"]
         assert carried == done[:1], f"s{i}'s intent and s{i - 1}'s outcome: one commit"
     assert len(store.commits) <= n + 3  # + the approval, the first intent, the run's end
 
 
-async def test_intents_held_for_outcomes_wait_for_the_next_outcome_commit() -> None:
-    """While the executor holds intents (the outcomes that started their steps are not
-    committed yet), committing intents commits nothing; the next outcome commit carries them,
-    and only then is the call's wait over."""
+async def test_intents_queued_while_outcomes_are_unsaved_wait_for_the_outcome_commit() -> None:
+    """While the executor's outcomes are unsaved (applied, not committed yet), committing
+    intents commits nothing; the outcome commit carries them, and only then is the call's wait
+    over; ``saved`` then releases what waited on the outcomes."""
     from planrail.clock import SYSTEM_CLOCK
     from planrail.engine.checkpoint import Checkpointer
     from planrail.engine.result import StepResult
@@ -200,20 +176,22 @@ async def test_intents_held_for_outcomes_wait_for_the_next_outcome_commit() -> N
         """Returns its step."""
         return step
 
-    store = Recording()
+    store = CommitLog(MemoryStore())
     registry = planrail.ToolRegistry.of([write])
     plan = planrail.validate(_wide_plan("write"), registry).raise_for_errors()
     ckpt = Checkpointer(store, plan, registry, "h1", SYSTEM_CLOCK)
     ckpt.open()
-    ckpt.hold_intents = True
+    unsaved = ckpt.unsaved = asyncio.get_running_loop().create_future()
     root = plan.steps[0]
     waiting = ckpt.intent(StepResult(root.id), root, None, 1, {"step": "root"})
     before = len(store.commits)
     ckpt.commit_intents()
     assert len(store.commits) == before
     assert not waiting.done()
-    ckpt.hold_intents = False
     ckpt.record([], {})
     assert waiting.done()
-    assert store.commits[-1][0] == {"root"}
+    assert store.commits[-1].intents == {"root"}
+    ckpt.saved()
+    assert unsaved.done()
+    assert ckpt.unsaved is None
     ckpt.release()

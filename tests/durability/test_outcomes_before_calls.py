@@ -18,6 +18,7 @@ import planrail
 from planrail.engine.executor import Execution
 
 from .conftest import Opener
+from .helpers import CommitLog
 
 
 def _plan(seed: int, n: int = 40) -> dict[str, Any]:
@@ -69,23 +70,6 @@ async def test_every_call_finds_the_outcomes_it_reads_stored(seed: int, open_sto
     assert problems == []
 
 
-class _Recording:
-    """Wraps a store: per commit, the step records' statuses and the events' (type, step)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.commits: list[tuple[dict[str, str], list[tuple[str, str | None]]]] = []
-
-    def commit(self, **parts: Any) -> Any:
-        steps = {s.step_id: str(s.status) for s in parts.get("steps", ())}
-        events = [(e.type, e.step_id) for e in parts.get("events", ())]
-        self.commits.append((steps, events))
-        return self.inner.commit(**parts)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
 @pytest.mark.parametrize("seed", range(4))
 async def test_the_event_log_never_runs_ahead_of_the_step_records(
     seed: int, open_store: Opener
@@ -121,12 +105,14 @@ async def test_the_event_log_never_runs_ahead_of_the_step_records(
         """A list, so that fan-outs have items."""
         return [step]
 
-    store = _Recording(open_store())
+    store = CommitLog(open_store())
     plan = planrail.validate({"goal": "log", "steps": steps}, [keyed, pure]).raise_for_errors()
     result = await Execution(plan, [keyed, pure], store=store, approve=True).run()
     assert result.status == "succeeded", {s: r.error for s, r in result.steps.items() if r.error}
     recorded: set[str] = set()
-    for records, events in store.commits:
-        recorded |= {sid for sid, status in records.items() if status == "succeeded"}
-        ahead = [sid for kind, sid in events if kind == "step_succeeded" and sid not in recorded]
+    for commit in store.commits:
+        recorded |= {sid for sid, status in commit.steps.items() if status == "succeeded"}
+        ahead = [
+            sid for kind, sid in commit.events if kind == "step_succeeded" and sid not in recorded
+        ]
         assert ahead == []

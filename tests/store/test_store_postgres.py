@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import threading
 from collections.abc import Callable
@@ -10,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from planrail.errors import StoreError
-from planrail.store import RunRecord
+from planrail.store import Event, RunRecord
 
 MakeRun = Callable[..., RunRecord]
 
@@ -110,12 +109,13 @@ def test_without_psycopg_the_error_says_what_to_install(monkeypatch: pytest.Monk
 
 
 @pytest.mark.postgres
-def test_a_version_1_schema_keeps_its_event_numbers(pg_url: str, make_run: MakeRun) -> None:
+def test_a_version_1_schema_keeps_its_event_numbers(
+    pg_url: str, make_run: MakeRun, make_event: Callable[..., Event]
+) -> None:
     """A schema written before the event counter left the ``runs`` row (version 1, written
     by its own statements) migrates: each run's next seq follows its last, the column goes."""
     import psycopg
 
-    from planrail.store import Event
     from planrail.store import postgres as pg_module
 
     (version, statements), *_ = pg_module.MIGRATIONS
@@ -136,12 +136,10 @@ def test_a_version_1_schema_keeps_its_event_numbers(pg_url: str, make_run: MakeR
             )
     store = pg_module.PostgresStore(pg_url)
     try:
-        event = Event(run_id="run-1", type="step_started", at=1.0)
+        event = make_event(run_id="run-1")
         assert [e.seq for e in store.commit(events=[event, event])] == [4, 5]
         store.create_run(make_run("run-2"))
-        assert [
-            e.seq for e in store.commit(events=[dataclasses.replace(event, run_id="run-2")])
-        ] == [1]
+        assert [e.seq for e in store.commit(events=[make_event(run_id="run-2")])] == [1]
     finally:
         store.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:

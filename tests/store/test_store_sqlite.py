@@ -19,6 +19,7 @@ from planrail.store import Event, RunRecord, SQLiteStore
 from planrail.store import sqlite as sqlite_module
 
 MakeRun = Callable[..., RunRecord]
+MakeEvent = Callable[..., Event]
 
 _SRC = str(Path(planrail.__file__).resolve().parents[1])
 
@@ -272,11 +273,9 @@ def test_commits_of_a_run_are_not_checkpointed_until_the_wal_is_large(
         assert run.output["n"] == n - 1
 
 
-def _events(run_id: str, n: int) -> list[Event]:
-    return [Event(run_id=run_id, type="step_started", at=1.0, step_id=f"s{i}") for i in range(n)]
-
-
-def test_a_version_1_file_keeps_its_event_numbers(tmp_path: Path, make_run: MakeRun) -> None:
+def test_a_version_1_file_keeps_its_event_numbers(
+    tmp_path: Path, make_run: MakeRun, make_event: MakeEvent
+) -> None:
     """A file written before the event counter left the ``runs`` row (version 1, written here
     by its own statements, as that planrail wrote it) migrates: its runs and events are kept,
     each run's next seq follows its last (none reused), and the old column is gone."""
@@ -305,10 +304,10 @@ def test_a_version_1_file_keeps_its_event_numbers(tmp_path: Path, make_run: Make
     assert schema_versions(path) == [1]
     with SQLiteStore(path) as store:
         assert store.get_run("run-1") == make_run()
-        assert [e.seq for e in store.commit(events=_events("run-1", 2))] == [4, 5]
-        assert [e.seq for e in store.commit(events=_events("run-2", 1))] == [1]
+        assert [e.seq for e in store.commit(events=[make_event(run_id="run-1")] * 2)] == [4, 5]
+        assert [e.seq for e in store.commit(events=[make_event(run_id="run-2")])] == [1]
         store.create_run(make_run("run-3"))
-        assert [e.seq for e in store.commit(events=_events("run-3", 1))] == [1]
+        assert [e.seq for e in store.commit(events=[make_event(run_id="run-3")])] == [1]
         assert [e.seq for e in store.events("run-1")] == [1, 2, 3, 4, 5]
     assert schema_versions(path) == [sqlite_module.SCHEMA_VERSION]
     conn = sqlite3.connect(path)
@@ -318,7 +317,9 @@ def test_a_version_1_file_keeps_its_event_numbers(tmp_path: Path, make_run: Make
         conn.close()
 
 
-def test_committing_events_does_not_write_the_run_row(tmp_path: Path, make_run: MakeRun) -> None:
+def test_committing_events_does_not_write_the_run_row(
+    tmp_path: Path, make_run: MakeRun, make_event: MakeEvent
+) -> None:
     """Numbering a commit's events writes a counter of its own, not the ``runs`` row that
     holds the plan: SQLite rewrites a whole row to change one column, so a commit would cost
     in proportion to the plan's size. A trigger counts the writes of ``runs``."""
@@ -337,9 +338,12 @@ def test_committing_events_does_not_write_the_run_row(tmp_path: Path, make_run: 
         finally:
             conn.close()
         for _ in range(3):
-            store.commit(events=_events("run-1", 2))
+            store.commit(events=[make_event(run_id="run-1")] * 2)
         assert [e.seq for e in store.events("run-1")] == [1, 2, 3, 4, 5, 6]
-        store.commit(run=dataclasses.replace(big, status="succeeded"), events=_events("run-1", 1))
+        store.commit(
+            run=dataclasses.replace(big, status="succeeded"),
+            events=[make_event(run_id="run-1")],
+        )
         run = store.get_run("run-1")
         assert run is not None
         assert run.status == "succeeded"

@@ -122,11 +122,12 @@ class Checkpointer:
         """Per step: the arguments its intent hashed, and their hash (reused by the record)."""
         self._queued: list[_Queued] = []
         """Intents waiting for their group commit (see :meth:`intent`)."""
-        self.hold_intents = False
-        """While True, queued intents wait for the next :meth:`record`: the executor holds them
-        while the outcomes that started their steps are not committed yet, so that one
-        transaction carries both, whatever order the loop runs its callbacks in (an eager task
-        factory queues a dependent's intent while its producer's outcome is being applied)."""
+        self.unsaved: asyncio.Future[None] | None = None
+        """Set by the executor while a loop turn's outcomes are applied but not committed. The
+        intents and events queued meanwhile wait for the next :meth:`record`, which carries them
+        with those outcomes in one transaction (whatever order the loop runs its callbacks in:
+        an eager task factory queues a dependent's intent while its producer's outcome is being
+        applied); a call without an intent awaits it. Done, and unset, by :meth:`saved`."""
         self._plan_data: dict[str, Any] | None = None
         """The plan as the run's record stores it (redacted), dumped once per run: the plan of
         a run never changes, and a big plan's dump costs tens of µs per step."""
@@ -392,8 +393,8 @@ class Checkpointer:
 
     def commit_intents(self) -> None:
         """Commit the queued intents (if an outcome commit has not taken them already, and
-        none is about to: :attr:`hold_intents`)."""
-        if self.hold_intents:
+        none is about to: :attr:`unsaved`)."""
+        if self.unsaved is not None:
             return
         queued = self._take_queued()
         if not queued:
@@ -483,7 +484,16 @@ class Checkpointer:
                 kept=self._kept(result.id),
             )
         )
-        self._commit(steps=[record], events=self._take_events())
+        # Events wait while outcomes are unsaved: the log never runs ahead of the records.
+        self._commit(steps=[record], events=self._take_events() if self.unsaved is None else [])
+
+    def saved(self) -> None:
+        """The outcomes :attr:`unsaved` stood for are committed (or never will be: the run
+        stopped): the calls waiting are released, and the intents no record carried committed."""
+        unsaved, self.unsaved = self.unsaved, None
+        self.commit_intents()
+        if unsaved is not None and not unsaved.done():
+            unsaved.set_result(None)
 
     def _kept(self, step_id: str) -> dict[str, Any] | None:
         """What of an unfinished step a resume keeps: its succeeded items, finished iterations."""

@@ -166,8 +166,6 @@ class Execution:
         self._pending_outcomes: dict[str, Outcome] = {}
         """Outcomes waiting for their commit before the scheduler hears of them."""
         self._flush_pending = False
-        self._durable: asyncio.Future[None] | None = None
-        """Done once the outcomes applied by the last flush are committed (None: they are)."""
         self._events: deque[Event] = deque()
         self._wakeup: asyncio.Event | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -673,22 +671,28 @@ class Execution:
             items[item] = items.get(item, 0) + 1
         if self._guard is not None and step.action == "tool_call":
             return self._admit(step, item, attempt, args)
-        if self._ckpt is not None and self._ckpt.needs_intent(step):
-            # Done once the intent is committed: with the others of this loop turn, and with
-            # the outcomes that started this step if they are not committed yet.
-            return self._ckpt.intent(self.results[step.id], step, item, attempt, args)
-        if self._durable is not None:  # a call waits for the outcomes it may read to be stored
-            return asyncio.shield(self._durable)
-        return None
+        return self._stored_first(step, item, attempt, args)
 
     async def _admit(self, step: Step, item: int | None, attempt: int, args: Any) -> None:
         """The security policy vets the call (may raise), then the intent is recorded."""
         assert self._guard is not None
         await self._guard.admit(step, item, attempt, args, self.outputs)
-        if self._ckpt is not None and self._ckpt.needs_intent(step):
-            await self._ckpt.intent(self.results[step.id], step, item, attempt, args)
-        elif self._durable is not None:
-            await asyncio.shield(self._durable)
+        stored = self._stored_first(step, item, attempt, args)
+        if stored is not None:
+            await stored
+
+    def _stored_first(
+        self, step: Step, item: int | None, attempt: int, args: Any
+    ) -> Awaitable[None] | None:
+        """What must be committed before this call: its intent if it changes the world (with
+        the others of this loop turn, and the outcomes that started it if they are unsaved),
+        else the outcomes being committed (:attr:`Checkpointer.unsaved`), else nothing."""
+        ckpt = self._ckpt
+        if ckpt is None:
+            return None
+        if ckpt.needs_intent(step):
+            return ckpt.intent(self.results[step.id], step, item, attempt, args)
+        return None if ckpt.unsaved is None else asyncio.shield(ckpt.unsaved)
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
         """An item of a fan-out succeeded: commit it now (a resume will not run it again); once
@@ -735,8 +739,6 @@ class Execution:
         """Commit part of a step's progress; whether it was committed."""
         if self._aborted:
             return False
-        if self._durable is not None:  # the outcomes applied before it (and their events) first
-            self._commit_outcomes()
         try:
             commit(self.results[step.id], *args)
         except Exception:  # the step's own record will say what happened; that part reruns
@@ -829,39 +831,37 @@ class Execution:
         """This loop turn's outcomes: applied (their dependents start), then committed — in the
         next turn, together with the intents those dependents queue in it, when any started
         (one transaction per layer of a plan: its outcomes and the next layer's intents); at
-        once otherwise. Until that commit, every call waits: an intent is held for it
-        (:attr:`Checkpointer.hold_intents`), a call without one awaits :attr:`_durable`. So no call
-        runs, and nothing of a dependent is stored, before the outcomes it may read are."""
-        assert self._ckpt is not None
+        once otherwise. Until that commit the outcomes are unsaved
+        (:attr:`Checkpointer.unsaved`): intents and events wait for it, and so does every call
+        (:meth:`_stored_first`). So no call runs, and nothing of a dependent is stored, before
+        the outcomes it may read are."""
+        ckpt = self._ckpt
+        assert ckpt is not None
         outcomes, self._pending_outcomes = self._pending_outcomes, {}
         self._flush_pending = False
         started = len(self._tasks)
-        self._ckpt.hold_intents = True
+        loop = asyncio.get_running_loop()
+        if ckpt.unsaved is None:
+            ckpt.unsaved = loop.create_future()
         try:
             for sid, outcome in outcomes.items():
                 self._apply(sid, outcome)
-        finally:  # committed whatever happened: held intents never wait for nothing
+        finally:  # committed whatever happened: nothing waits for a commit that never comes
             if len(self._tasks) > started and not self._aborted:
-                loop = asyncio.get_running_loop()
-                if self._durable is None:
-                    self._durable = loop.create_future()
                 loop.call_soon(self._commit_outcomes)
             else:
                 self._commit_outcomes()
 
     def _commit_outcomes(self) -> None:
-        """Commit the applied outcomes and the intents held for them (:meth:`_flush`)."""
+        """Commit the applied outcomes with the intents and events that waited (:meth:`_flush`);
+        the calls that waited are released (cancelled first if the store failed)."""
         assert self._ckpt is not None
-        durable, self._durable = self._durable, None
-        self._ckpt.hold_intents = False
         try:
             self._save_dirty()
         except Exception as exc:
             self._store_failed(exc)
         finally:
-            self._ckpt.commit_intents()  # those no record was left to carry
-            if durable is not None and not durable.done():
-                durable.set_result(None)  # the calls that waited (cancelled if the run stopped)
+            self._ckpt.saved()
             if self._wakeup is not None:
                 self._wakeup.set()
 
@@ -875,15 +875,15 @@ class Execution:
         assert self._ckpt is not None
         left = [sid for sid in self._last_dirty if sid in self.results]
         problem: Exception = exc
-        while left and not isinstance(problem, LeaseLostError):
-            try:
-                self._ckpt.record([self.results[left[0]]], self.args)
-            except Exception as one:
-                problem = one
-                break
-            left.pop(0)
-        if not left:
-            return
+        if not isinstance(exc, LeaseLostError):
+            for i, sid in enumerate(left):
+                try:
+                    self._ckpt.record([self.results[sid]], self.args)
+                except Exception as one:
+                    problem, left = one, left[i:]
+                    break
+            else:
+                return
         log.error("could not record step outcomes (%s); stopping the run", problem)
         self.error = f"the store failed: {problem}"
         for sid in left:
@@ -895,7 +895,7 @@ class Execution:
                 res.error = error_dict(StoreError(why, step_id=sid))
                 self.args.pop(sid, None)
             self._dirty.add(sid)  # tried again with the run's last commit
-        self._fail_fast(left[0], self.error)
+        self._fail_fast(left[0] if left else "(store)", self.error)
 
     def _save_dirty(self) -> None:
         if self._ckpt is not None and self._dirty:
