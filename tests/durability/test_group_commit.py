@@ -14,12 +14,25 @@ import pytest
 import planrail
 from planrail.engine.approval import approve_all
 from planrail.engine.executor import Execution
-from planrail.store import MemoryStore
+from planrail.errors import StoreError
+from planrail.store import MemoryStore, SQLiteStore
 from planrail.store.base import Intent
 
 from .helpers import CommitLog
 
 WIDTH = 20
+
+
+def _recording(called: list[str]) -> Any:
+    """A keyed ``write(step)`` tool that appends each step it is called for to ``called``."""
+
+    @planrail.tool(side_effects="keyed")
+    async def write(step: str) -> str:
+        """Records that it was called."""
+        called.append(step)
+        return step
+
+    return write
 
 
 def _wide_plan(tool: str) -> dict[str, Any]:
@@ -61,12 +74,7 @@ async def test_a_conflicting_intent_in_a_group_fails_only_its_own_step() -> None
     IdempotencyConflictError and is not called; the rest of the wave runs."""
     store = MemoryStore()
     called: list[str] = []
-
-    @planrail.tool(side_effects="keyed")
-    async def write(step: str) -> str:
-        """Records that it was called."""
-        called.append(step)
-        return step
+    write = _recording(called)
 
     plan = planrail.validate(_wide_plan("write"), [write]).raise_for_errors()
     execution = Execution(plan, [write], store=store, run_id="g2", approve=True)
@@ -194,4 +202,143 @@ async def test_intents_queued_while_outcomes_are_unsaved_wait_for_the_outcome_co
     ckpt.saved()
     assert unsaved.done()
     assert ckpt.unsaved is None
+    ckpt.release()
+
+
+class FailsOnce(CommitLog):
+    """Refuses, once, the first commit that carries a succeeded outcome with intents (a
+    transient fault: the disk was busy); every commit after goes through."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.refused: list[Any] = []
+
+    def commit(self, **parts: Any) -> Any:
+        outcomes = any(s.status == "succeeded" for s in parts.get("steps", ()))
+        if not self.refused and outcomes and parts.get("intents"):
+            self.refused.append(parts)
+            raise StoreError("disk busy")
+        return super().commit(**parts)
+
+
+def _two_layers(tool: str) -> dict[str, Any]:
+    """``root`` -> ``s0..s{WIDTH-1}`` -> ``sink``: the first outcome commit carries a wave."""
+    plan = _wide_plan(tool)
+    plan["steps"].append(
+        {
+            "id": "sink",
+            "tool": tool,
+            "args": {"step": "sink"},
+            "depends_on": [f"s{i}" for i in range(WIDTH)],
+        }
+    )
+    return plan
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+async def test_an_outcome_commit_that_fails_once_loses_no_intent_and_no_event(
+    tmp_path: Any, store_kind: str
+) -> None:
+    """The commit carrying ``root``'s outcome and its dependents' intents fails once: the
+    outcome is committed alone, then the intents and the events that waited. The run goes on
+    as if nothing happened: every step called once, each after its own intent and the outcome
+    it follows are durable, and every event the run emitted is in the store, in order."""
+    inner = MemoryStore() if store_kind == "memory" else SQLiteStore(tmp_path / "runs.db")
+    store = FailsOnce(inner)
+    calls: list[tuple[str, bool, bool]] = []
+
+    @planrail.tool(side_effects="keyed")
+    async def write(ctx: planrail.StepContext, step: str) -> str:
+        """Notes whether its intent and ``root``'s outcome were durable when it was called."""
+        keys = {i.idempotency_key for i in inner.intents(ctx.run_id)}
+        root = inner.get_steps(ctx.run_id).get("root")
+        calls.append(
+            (step, ctx.idempotency_key in keys, root is not None and root.status == "succeeded")
+        )
+        return step
+
+    plan = planrail.validate(_two_layers("write"), [write]).raise_for_errors()
+    execution = Execution(plan, [write], store=store, run_id="f1", approve=True)
+    emitted = [(str(e.type), e.step_id) async for e in execution.iter()]
+
+    assert store.refused, "the fault was injected"
+    assert execution.result().status == "succeeded"
+    assert sorted(s for s, _, _ in calls) == sorted(s.id for s in plan.steps)
+    assert all(intent for _, intent, _ in calls), "each call after its own intent"
+    assert all(after for s, _, after in calls if s != "root"), "after the outcome it follows"
+    stored = [(e.type, e.step_id) for e in inner.events("f1")]
+    steps_emitted = [e for e in emitted if e[0].startswith("step_")]
+    assert [e for e in stored if e[0].startswith("step_")] == steps_emitted, "none lost"
+    first_intent = next(k for k, c in enumerate(store.commits) if c.intents - {"root"})
+    root_saved = next(k for k, c in enumerate(store.commits) if c.steps.get("root") == "succeeded")
+    assert root_saved < first_intent
+    inner.close()
+
+
+async def test_an_outcome_that_cannot_be_recorded_drops_the_intents_that_waited() -> None:
+    """The outcome commit fails and so does the outcome alone: the run stops, ``root`` is
+    failed (could not be recorded), and none of its dependents' intents is ever committed nor
+    any of them called."""
+
+    class Full(CommitLog):
+        def commit(self, **parts: Any) -> Any:
+            if any(s.status == "succeeded" for s in parts.get("steps", ())):
+                raise StoreError("disk full")
+            return super().commit(**parts)
+
+    store = Full(MemoryStore())
+    called: list[str] = []
+    write = _recording(called)
+
+    plan = planrail.validate(_two_layers("write"), [write]).raise_for_errors()
+    result = await Execution(plan, [write], store=store, run_id="f2", approve=True).run()
+
+    assert called == ["root"]
+    assert result.steps["root"].status == "failed"
+    assert "could not be recorded" in (result.steps["root"].reason or "")
+    assert {k for c in store.commits for k in c.intents} == {"root"}
+    assert all(result.steps[f"s{i}"].status in ("cancelled", "skipped") for i in range(WIDTH))
+
+
+def test_a_failed_commit_keeps_its_events_for_the_next() -> None:
+    """Whatever commit fails (an outcome, a fan-out item's progress), the events it carried
+    are not lost: the next commit stores them, before the ones queued since."""
+    from planrail.clock import SYSTEM_CLOCK
+    from planrail.engine.checkpoint import Checkpointer
+    from planrail.engine.events import Event, EventType
+    from planrail.engine.result import StepResult
+
+    @planrail.tool(side_effects="keyed")
+    async def write(step: str) -> str:
+        """Returns its step."""
+        return step
+
+    class Flaky(CommitLog):
+        fail = False
+
+        def commit(self, **parts: Any) -> Any:
+            if self.fail:
+                self.fail = False
+                raise StoreError("disk busy")
+            return super().commit(**parts)
+
+    store = Flaky(MemoryStore())
+    registry = planrail.ToolRegistry.of([write])
+    plan = planrail.validate(_wide_plan("write"), registry).raise_for_errors()
+    ckpt = Checkpointer(store, plan, registry, "e1", SYSTEM_CLOCK)
+    ckpt.open()
+    root = StepResult("root", status="succeeded", output="root")
+    for n, commit in enumerate(
+        [lambda: ckpt.record([root], {}), lambda: ckpt.item_done(root, 0, "x", "y")]
+    ):
+        ckpt.event(Event(EventType.STEP_SUCCEEDED, "e1", 1.0, step_id=f"lost{n}"))
+        store.fail = True
+        with pytest.raises(StoreError):
+            commit()
+        ckpt.event(Event(EventType.STEP_SUCCEEDED, "e1", 2.0, step_id=f"later{n}"))
+        ckpt.record([], {})
+        assert store.commits[-1].events == [
+            ("step_succeeded", f"lost{n}"),
+            ("step_succeeded", f"later{n}"),
+        ]
     ckpt.release()

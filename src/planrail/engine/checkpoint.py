@@ -321,6 +321,16 @@ class Checkpointer:
         if stored and stored[0].seq == self._seq + 1:
             self._seq = stored[-1].seq
 
+    def _commit_events(self, **parts: Any) -> None:
+        """Commit ``parts`` with the queued events; if that fails, the events stay queued for
+        the next commit (the log loses none)."""
+        events = self._take_events()
+        try:
+            self._commit(events=events, **parts)
+        except BaseException:
+            self._events[:0] = events
+            raise
+
     def record_approval(
         self, approval: dict[str, Any], plan_data: dict[str, Any] | None = None
     ) -> None:
@@ -330,7 +340,7 @@ class Checkpointer:
         self.approval = approval
         if plan_data is not None:
             self._keep_plan(plan_data)
-        self._commit(run=self._run_record("running"), events=self._take_events())
+        self._commit_events(run=self._run_record("running"))
 
     def cancel_request(self) -> dict[str, Any] | None:
         """An operator's cancel request committed since this runner's last commit, if any."""
@@ -408,27 +418,28 @@ class Checkpointer:
     def _commit_queued(self, queued: list[_Queued], steps: Iterable[StepRecord] = ()) -> None:
         """One transaction: ``queued`` intents (their futures resolved once it is durable), then
         ``steps``. An idempotency conflict rolls it all back: each is then committed alone, so
-        that only the conflicting call fails."""
+        that only the conflicting call fails. Any other failure keeps the events for the next
+        commit; the intents fail with it, unless ``steps`` were outcomes: then they stay queued
+        for the commit that follows those outcomes (:meth:`record`)."""
         steps = list(steps)
-        events = self._take_events()
         try:
-            self._commit(
-                steps=[q.record for q in queued] + steps,
-                intents=[q.intent for q in queued],
-                events=events,
+            self._commit_events(
+                steps=[q.record for q in queued] + steps, intents=[q.intent for q in queued]
             )
         except IdempotencyConflictError as exc:
             if len(queued) == 1 and not steps:
                 _fail(queued, exc)
                 return
-            self._events[:0] = events
             if steps:
-                self._commit(steps=steps, events=self._take_events())
+                self._commit_events(steps=steps)
             for one in queued:
                 self._commit_queued([one])
             return
         except BaseException as exc:
-            _fail(queued, exc)
+            if steps:  # outcomes failed: their dependents' intents wait for them (see record)
+                self._queued[:0] = queued
+            else:
+                _fail(queued, exc)
             raise
         for q in queued:
             if not q.future.done():
@@ -485,7 +496,10 @@ class Checkpointer:
             )
         )
         # Events wait while outcomes are unsaved: the log never runs ahead of the records.
-        self._commit(steps=[record], events=self._take_events() if self.unsaved is None else [])
+        if self.unsaved is None:
+            self._commit_events(steps=[record])
+        else:
+            self._commit(steps=[record])
 
     def saved(self) -> None:
         """The outcomes :attr:`unsaved` stood for are committed (or never will be: the run
@@ -494,6 +508,12 @@ class Checkpointer:
         self.commit_intents()
         if unsaved is not None and not unsaved.done():
             unsaved.set_result(None)
+
+    def abandon(self) -> None:
+        """The run stops: the queued intents are dropped, their calls never start (each waiting
+        call is cancelled)."""
+        for q in self._take_queued():
+            q.future.cancel()
 
     def _kept(self, step_id: str) -> dict[str, Any] | None:
         """What of an unfinished step a resume keeps: its succeeded items, finished iterations."""
@@ -507,8 +527,19 @@ class Checkpointer:
             kept["iterations"] = loops
         return kept
 
-    def record(self, results: Iterable[StepResult], args: dict[str, Any]) -> None:
-        """Commit step outcomes (and queued events and intents) in one transaction."""
+    def record(
+        self, results: Iterable[StepResult], args: dict[str, Any], *, alone: bool = False
+    ) -> None:
+        """Commit step outcomes (and queued events and intents) in one transaction.
+
+        If that commit fails, the intents stay queued and the events kept: once the outcomes
+        are committed some other way — ``alone`` (outcomes only, so that no dependent's intent
+        or event is stored before every outcome it may follow), one by one — :meth:`saved`
+        commits them. If the outcomes cannot be committed, :meth:`abandon` drops them."""
+        if alone:
+            self._check_lease()
+            self._commit(steps=self._records(results, args))
+            return
         queued = self._take_queued()
         try:
             self._check_lease()
@@ -519,7 +550,7 @@ class Checkpointer:
         if queued:
             self._commit_queued(queued, records)
         else:
-            self._commit(steps=records, events=self._take_events())
+            self._commit_events(steps=records)
 
     def finish(
         self,
@@ -531,13 +562,11 @@ class Checkpointer:
     ) -> None:
         """Commit the last step records and the run's final status, then release the lease."""
         self._check_lease()
-        for q in self._take_queued():  # their calls never started: the run is over
-            q.future.cancel()
+        self.abandon()
         err = error_dict("RunError", error) if error else None
-        self._commit(
+        self._commit_events(
             run=self._run_record(_stored_status(status), output, err),
             steps=self._records(results, args),
-            events=self._take_events(),
         )
         self.release()
 

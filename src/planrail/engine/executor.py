@@ -866,11 +866,13 @@ class Execution:
                 self._wakeup.set()
 
     def _store_failed(self, exc: Exception) -> None:
-        """A commit of outcomes failed (the intents it carried failed with it). Each outcome is
-        tried alone, as a store that failed once may take them one by one; if one still fails
-        (or the lease is lost), the run stops before any call waiting for it is made: that step
-        is failed (in doubt if its tool may not run again: its effect did happen), reason *its
-        outcome could not be recorded*, and what waited or would start is cancelled or
+        """A commit of outcomes failed (the intents and events it carried wait: see
+        :meth:`Checkpointer.record`). Each outcome is tried alone, as a store that failed once
+        may take them one by one, and then the intents and events follow (:meth:`_commit_outcomes`
+        calls :meth:`Checkpointer.saved`); if one still fails (or the lease is lost), the run
+        stops before any call waiting for it is made: that step is failed (in doubt if its tool
+        may not run again: its effect did happen), reason *its outcome could not be recorded*,
+        the waiting intents are dropped, and what waited or would start is cancelled or
         skipped."""
         assert self._ckpt is not None
         left = [sid for sid in self._last_dirty if sid in self.results]
@@ -878,13 +880,14 @@ class Execution:
         if not isinstance(exc, LeaseLostError):
             for i, sid in enumerate(left):
                 try:
-                    self._ckpt.record([self.results[sid]], self.args)
+                    self._ckpt.record([self.results[sid]], self.args, alone=True)
                 except Exception as one:
                     problem, left = one, left[i:]
                     break
             else:
                 return
         log.error("could not record step outcomes (%s); stopping the run", problem)
+        self._ckpt.abandon()
         self.error = f"the store failed: {problem}"
         for sid in left:
             res = self.results[sid]
