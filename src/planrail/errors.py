@@ -50,6 +50,7 @@
     │   └── BudgetExceededError         a run's LLM budget is spent (stops it) (llm.errors)
     ├── StoreError                      the store cannot be opened, read or written
     │   ├── StoreCorruptError           the store's files are damaged: planrail refuses to guess
+    │   ├── StoreNotFoundError          open_store(create=False): no SQLite file there, none made
     │   ├── RunExistsError              ``create_run`` of a run id already held (store.base)
     │   ├── RunNotFoundError            a write for a run the store does not hold (store.base)
     │   └── IdempotencyConflictError    a key reused with other arguments      (store.base)
@@ -89,6 +90,7 @@ __all__ = [
     "RetryableError",
     "StoreCorruptError",
     "StoreError",
+    "StoreNotFoundError",
     "ToolDefinitionError",
     "ToolError",
     "ToolLoadError",
@@ -260,6 +262,13 @@ class StoreError(PlanrailError):
 
 class StoreCorruptError(StoreError):
     code = "store_corrupt"
+
+
+class StoreNotFoundError(StoreError):
+    """``open_store(url, create=False)`` names a SQLite file that does not exist: nothing was
+    created (a mistyped ``--store`` path is said, not answered with a new empty store)."""
+
+    code = "store_not_found"
 
 
 class MissingExtraError(PlanrailError):

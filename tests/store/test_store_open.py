@@ -9,9 +9,25 @@ from pathlib import Path
 import pytest
 
 import planrail.store
-from planrail.errors import StoreError
+from planrail.errors import StoreError, StoreNotFoundError
 from planrail.store import MemoryStore, RunRecord, SQLiteStore, StepRecord, open_store
 from planrail.types import StepStatus
+
+
+@pytest.mark.parametrize("url", ["sqlite:///sub/runs.db", "sub/runs.db", "runs.db"])
+def test_create_false_refuses_a_missing_sqlite_file_and_makes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """``create=False`` (what reads runs already made) says there is no store and creates
+    neither the file nor its folder; an existing file opens as usual."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreNotFoundError, match="no store at") as caught:
+        open_store(url, create=False)
+    assert caught.value.code == "store_not_found"
+    assert list(tmp_path.iterdir()) == []
+    open_store(url).close()  # a run creates it
+    with open_store(url, create=False) as store:
+        assert isinstance(store, SQLiteStore)
 
 
 def test_memory_url_opens_a_memory_store() -> None:

@@ -226,10 +226,14 @@ def open_llm_or_exit(model: str | None, base_url: str | None, console: Console) 
         raise fail(console, exc.message, ExitCode.USAGE) from None
 
 
-def open_store_or_exit(url: str | None, console: Console) -> Store:
-    """The store named by ``--store``/``PLANRAIL_STORE`` (default SQLite), or exit 2 saying why."""
+def open_store_or_exit(url: str | None, console: Console, *, create: bool = True) -> Store:
+    """The store named by ``--store``/``PLANRAIL_STORE`` (default SQLite), or exit 2 saying why.
+
+    ``create=False`` for the commands that only read or change runs already made (``runs``,
+    ``show``, ``resume``, ``resolve``, ``approve``…): a SQLite file that does not exist is said
+    (exit 2), not created empty — a mistyped path would otherwise list no runs."""
     try:
-        return open_store(url)
+        return open_store(url, create=create)
     except PlanrailError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
 

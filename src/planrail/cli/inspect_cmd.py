@@ -29,12 +29,14 @@ from planrail.cli.common import (
 from planrail.cli.jsonout import json_text
 from planrail.cli.render import STATUS_STYLE, print_issues
 from planrail.engine.events import EventType
+from planrail.errors import PlanrailError, StoreNotFoundError
 from planrail.observe.graph import DepGraph, to_dot, to_mermaid
 from planrail.observe.layout import to_svg
 from planrail.observe.trace import TraceError, read_trace
 from planrail.observe.view import RunView
 from planrail.plan.secrets import secret_params_of
 from planrail.plan.validate import validate
+from planrail.store import open_store
 
 __all__ = ["render_show", "render_step"]
 
@@ -100,7 +102,7 @@ def _load_view(
             raise fail(console, exc.message, ExitCode.USAGE) from None
     if run_id is None:
         raise fail(console, "give a RUN_ID (or --trace FILE)", ExitCode.USAGE)
-    the_store = open_store_or_exit(store, console)
+    the_store = open_store_or_exit(store, console, create=False)
     secrets: dict[str, frozenset[str]] = {}
     if tools or catalog:
         registry = registry_from(tools, catalog, console)
@@ -360,7 +362,16 @@ def _graph_of(target: str, store: str | None, console: Console) -> DepGraph:
             print_issues(console, report, str(path))
             raise typer.Exit(ExitCode.INVALID_PLAN)
         return DepGraph.of(report.plan)
-    stored = RunView.from_store(open_store_or_exit(store, console), target)
+    try:
+        stored = RunView.from_store(open_store(store, create=False), target)
+    except StoreNotFoundError as exc:
+        raise fail(
+            console,
+            f"'{target}' is neither a plan file nor a run id: {exc.message}",
+            ExitCode.USAGE,
+        ) from None
+    except PlanrailError as exc:
+        raise fail(console, exc.message, ExitCode.USAGE) from None
     if stored is None:
         raise fail(console, f"'{target}' is neither a plan file nor a run id", ExitCode.USAGE)
     return _run_graph(stored)

@@ -33,7 +33,9 @@ def approve_cmd(run_id: RunIdArg, store: StoreOpt = None) -> None:
     """Approve a run that waits for approval (then `planrail resume RUN_ID` runs it)."""
     console = out(False)
     try:
-        run = operations.approve(open_store_or_exit(store, console), run_id, by=operator_name())
+        run = operations.approve(
+            open_store_or_exit(store, console, create=False), run_id, by=operator_name()
+        )
     except PlanrailError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
     console.print(
@@ -48,7 +50,7 @@ def refuse_cmd(run_id: RunIdArg, store: StoreOpt = None, reason: ReasonOpt = Non
     console = out(False)
     try:
         operations.refuse(
-            open_store_or_exit(store, console),
+            open_store_or_exit(store, console, create=False),
             run_id,
             by=operator_name(),
             reason=reason or "refused by an operator",
@@ -68,7 +70,7 @@ def cancel_cmd(run_id: RunIdArg, store: StoreOpt = None, reason: ReasonOpt = Non
     console = out(False)
     try:
         outcome = operations.cancel(
-            open_store_or_exit(store, console),
+            open_store_or_exit(store, console, create=False),
             run_id,
             by=operator_name(),
             reason=reason or "cancelled by an operator",

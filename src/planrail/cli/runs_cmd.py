@@ -85,7 +85,7 @@ def resume_cmd(
     or wait up to --wait seconds for it to finish or for its lease to expire.
     """
     console = out(json_out)
-    the_store = open_store_or_exit(store, console)
+    the_store = open_store_or_exit(store, console, create=False)
     run = the_store.get_run(run_id)
     if run is None:
         raise fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
@@ -137,7 +137,7 @@ def runs_cmd(
         raise fail(
             console, f"--status must be one of {', '.join(sorted(RUN_STATUSES))}", ExitCode.USAGE
         )
-    runs = open_store_or_exit(store, console).list_runs(status=status, limit=limit)
+    runs = open_store_or_exit(store, console, create=False).list_runs(status=status, limit=limit)
     rows = [
         {
             "run_id": r.run_id,
@@ -209,7 +209,7 @@ def resolve_cmd(
         except json.JSONDecodeError as exc:
             raise fail(console, f"--output is not JSON: {exc.msg}", ExitCode.USAGE) from None
     decision: operations.Decision = "succeeded" if succeeded else "retry" if retry else "failed"
-    the_store = open_store_or_exit(store, console)
+    the_store = open_store_or_exit(store, console, create=False)
     try:
         operations.resolve(
             the_store, run_id, step_id, decision, output=value, item=item, by=operator_name()

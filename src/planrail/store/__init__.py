@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from planrail.errors import StoreError
+from planrail.errors import StoreError, StoreNotFoundError
 from planrail.store.base import (
     RUN_STATUSES,
     Event,
@@ -60,11 +60,14 @@ _FORMS = (
 )
 
 
-def open_store(url: str | None = None) -> Store:
+def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """Open the store ``url`` names (see the module docstring for the accepted forms).
 
     ``None`` means the ``PLANRAIL_STORE`` environment variable, or ``DEFAULT_STORE_URL`` when
-    that is unset or empty. A SQLite file's folder is created when missing.
+    that is unset or empty. A SQLite file (and its folder) is created when missing; with
+    ``create=False`` it must exist (:class:`~planrail.errors.StoreNotFoundError` otherwise,
+    nothing created): what reads or changes runs already made opens a store so, since a new
+    empty one holds none of them.
     """
     if url is None:
         url = os.environ.get("PLANRAIL_STORE") or DEFAULT_STORE_URL
@@ -73,7 +76,7 @@ def open_store(url: str | None = None) -> Store:
         raise StoreError(f"the store URL is empty: use {_FORMS}")
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return SQLiteStore(os.path.expanduser(url))
+        return _sqlite(os.path.expanduser(url), create)
     scheme = scheme.lower()
     if scheme == "memory":
         if rest:
@@ -83,12 +86,21 @@ def open_store(url: str | None = None) -> Store:
         # As SQLAlchemy spells it: sqlite:///rel.db is relative, sqlite:////abs.db absolute.
         if not rest.startswith("/") or rest == "/":
             raise StoreError(f"a SQLite URL needs a path, as in sqlite:///runs.db (got {url!r})")
-        return SQLiteStore(os.path.expanduser(rest[1:]))
+        return _sqlite(os.path.expanduser(rest[1:]), create)
     if scheme in ("postgresql", "postgres"):
         from planrail.store.postgres import PostgresStore
 
         return PostgresStore(url)
     raise StoreError(f"unknown store URL scheme {scheme!r} in {url!r}: use {_FORMS}")
+
+
+def _sqlite(path: str, create: bool) -> SQLiteStore:
+    if not create and not os.path.exists(path):
+        raise StoreNotFoundError(
+            f"no store at {path}: no run has used it yet (a run creates it; --store or"
+            " PLANRAIL_STORE names another)"
+        )
+    return SQLiteStore(path)
 
 
 def __getattr__(name: str) -> Any:
