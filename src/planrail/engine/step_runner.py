@@ -50,6 +50,7 @@ from planrail.errors import (
     PlanrailError,
     ReferenceResolutionError,
     RepeatedCallError,
+    ToolError,
     error_dict,
 )
 from planrail.plan.effects import Effect, step_effect, tool_effect
@@ -277,7 +278,10 @@ class StepRunner:
         began = self.clock.monotonic()
         ctx = context(1) if tool.context_param is not None else None
         try:
-            output = action.finish(tool, await action.start(tool, copy_json(args), ctx))
+            try:
+                output = action.finish(tool, await action.start(tool, copy_json(args), ctx))
+            except SystemExit as exc:
+                raise exited(step.id, 1, exc) from None
         except Exception as exc:
             tally = Tally(1)
             return outcome_of(loop.settle_failed(step, args, tally, began, exc), tally)
@@ -363,6 +367,8 @@ class StepRunner:
             )
             try:
                 return await handler(call)
+            except SystemExit as exc:
+                raise exited(base.step_id, n, exc) from None
             finally:
                 tally.add_usage(call.usage)
 
@@ -670,3 +676,15 @@ def _resolve(parse: Parse, outputs: Mapping[str, Any], value: Any) -> Any:
 
 def _fill_first(parse: Parse, value: dict[str, Any], outputs: Mapping[str, Any]) -> Any:
     return fill_first(value, outputs, parse)
+
+
+def exited(step_id: str, attempt: int, exc: SystemExit) -> ToolError:
+    """What a step's action raising :class:`SystemExit` (``sys.exit()`` in a tool, an
+    ``argparse`` error) becomes: the attempt's error, not the end of the process — asyncio would
+    otherwise stop the run's loop, and ``planrail run`` exit with the tool's code."""
+    return ToolError(
+        f"step '{step_id}' tried to end the process (SystemExit({exc.code!r}), as sys.exit()"
+        " raises): the attempt failed instead",
+        step_id=step_id,
+        attempt=attempt,
+    )
