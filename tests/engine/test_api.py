@@ -78,3 +78,37 @@ def test_a_failed_step_does_not_raise() -> None:
     assert result.status == "failed"
     assert not result.succeeded
     assert result.steps["d"].status == "skipped"
+
+
+@pytest.mark.parametrize(
+    ("plan", "kind"), [(None, "null"), (5, "a number"), ([PLAN], "a list"), ("[1]", "a list")]
+)
+def test_a_plan_that_is_not_an_object_is_a_parse_error(plan: object, kind: str) -> None:
+    """Not a plan at all (``None``, a number, a list, JSON text of one): the plan is invalid,
+    ``parse_error`` saying what was given, as for a file holding one — not a ``TypeError`` from
+    inside the loader."""
+    report = planrail.validate(plan)  # type: ignore[arg-type]
+    assert [(i.code, i.path) for i in report.errors] == [("parse_error", "$")]
+    assert report.errors[0].message.endswith(f"not {kind}")
+    with pytest.raises(planrail.PlanValidationError, match=f"not {kind}"):
+        planrail.run(plan, [add])  # type: ignore[arg-type]
+
+
+def test_tools_that_are_not_a_list_of_tools_say_so() -> None:
+    """One tool where a list is expected, or something else: a ``TypeError`` that says what to
+    pass, before anything runs."""
+    with pytest.raises(TypeError, match=r"pass \[add\], not the tool"):
+        planrail.run(PLAN, add)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="an iterable of tools"):
+        planrail.run(PLAN, 5)  # type: ignore[arg-type]
+
+
+def test_a_store_url_where_a_store_is_expected_says_how_to_open_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``store="runs.db"``: a ``TypeError`` naming ``open_store``, and no file is made."""
+    monkeypatch.chdir(tmp_path)
+    for store in ("runs.db", "sqlite:///runs.db", tmp_path / "runs.db"):
+        with pytest.raises(TypeError, match="open_store"):
+            planrail.prepare(PLAN, [add], store=store)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

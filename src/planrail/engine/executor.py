@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -116,6 +117,11 @@ class Execution:
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if isinstance(store, str | bytes | os.PathLike):
+            raise TypeError(
+                f"store must be a Store, not the URL or path {store!r}: open one with"
+                " planrail.store.open_store(url) (and close it when the run is over)"
+            )
         self.registry = ToolRegistry.of(tools)
         self.compiled = CompiledPlan.of(plan, self.registry).for_registry(self.registry)
         """The plan with what its validation learned (:mod:`planrail.plan.compiled`): the one

@@ -577,6 +577,13 @@ class ToolRegistry:
         """A registry from a registry, an iterable of tools/specs, or nothing."""
         if isinstance(tools, ToolRegistry):
             return tools
+        if tools is not None and not isinstance(tools, Iterable):
+            if isinstance(tools, Tool | ToolSpec | ToolProtocol):
+                raise TypeError(f"tools is a list of tools: pass [{tools.name}], not the tool")
+            raise TypeError(
+                "tools must be a ToolRegistry or an iterable of tools (functions decorated with"
+                f" @planrail.tool, ToolSpecs), not {tools!r}"
+            )
         return cls(tools or ())
 
     def add(self, t: AnyTool) -> None:

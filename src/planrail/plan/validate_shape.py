@@ -81,14 +81,19 @@ def load_pass(ctx: Context, source: PlanSource) -> None:
             data = load_document(source, ctx.limits, duplicates=duplicates)
         else:
             check_bounds(source, ctx.limits)
-            data = dict(source)
+            data = dict(source) if isinstance(source, Mapping) else source
     except PlanLoadError as exc:
         ctx.error(exc.code, None, "$", exc.message)
         return
     for path, message in duplicates:
         ctx.error("duplicate_key", None, path, message)
     if not isinstance(data, dict):
-        ctx.error("parse_error", None, "$", "a plan is an object with a 'steps' list")
+        ctx.error(
+            "parse_error",
+            None,
+            "$",
+            f"a plan is an object with a 'steps' list, not {_kind(data)}",
+        )
         return
     steps = data.get("steps")
     if not isinstance(steps, list):
@@ -103,6 +108,19 @@ def load_pass(ctx: Context, source: PlanSource) -> None:
         )
         return
     ctx.raw = data
+
+
+def _kind(value: Any) -> str:
+    """What a document that is not a plan is, in JSON's words (``a list``, ``null``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool | int | float):
+        return "a number" if not isinstance(value, bool) else "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"a {type(value).__name__}"
 
 
 def _fmt(suffix: str) -> str | None:
