@@ -176,6 +176,16 @@ def test_graph_of_an_invalid_plan_or_unknown_target(cli: Any, tmp_path: Path) ->
     cli("graph", "no_such_run", code=2)
 
 
+def test_graph_output_that_cannot_be_written_is_a_usage_error(cli: Any, tmp_path: Path) -> None:
+    """``-o`` into a folder that does not exist, or onto a folder: exit 2 naming it, no
+    traceback (the graph was drawn; only the file could not be written)."""
+    for target in (tmp_path / "no" / "such" / "g.svg", tmp_path):
+        said = CliRunner().invoke(app, ["graph", DEMO_PLAN, "-f", "svg", "-o", str(target)])
+        assert said.exit_code == 2, said.output
+        assert said.exception is None or isinstance(said.exception, SystemExit)
+        assert f"--output {target}" in " ".join(said.output.split())
+
+
 def test_otel_variables_without_the_extra_are_a_usage_error(
     cli: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

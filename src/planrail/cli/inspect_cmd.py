@@ -343,7 +343,12 @@ def graph_cmd(
     if output is None:
         print(text, end="")
     else:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise fail(
+                console, f"--output {output}: {exc.strerror or exc}", ExitCode.USAGE
+            ) from None
         console.print(f"wrote {output} ({fmt.value}, {len(graph.deps)} steps)")
 
 
