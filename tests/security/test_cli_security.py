@@ -117,6 +117,18 @@ def test_a_malformed_policy_file_is_a_usage_error(tmp_path: Path) -> None:
     assert _paid(tmp_path) == []
 
 
+def test_a_policy_file_that_cannot_be_read_is_named_once(tmp_path: Path) -> None:
+    """``--policy`` naming no file: exit 2, the path said once with why."""
+    args = _setup(tmp_path, pay_plan(payee=LEGIT), None)
+    missing = tmp_path / "nope.json"
+    result = _invoke([*args, "--policy", str(missing)])
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())
+    assert f"{missing}: cannot read it" in said
+    assert said.count(str(missing)) == 1
+    assert _paid(tmp_path) == []
+
+
 def test_strict_review_refuses_a_placeholder_as_run_does(tmp_path: Path) -> None:
     """``review --strict`` validates with the strict policy's options, as ``run --strict``
     does: a placeholder payee in a side-effecting step is an invalid plan (exit 3, the issue

@@ -191,7 +191,9 @@ def security_policy(path: Path | None, strict: bool, console: Console) -> Securi
         else:
             found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
     except PlanrailError as exc:
-        raise fail(console, f"{path}: {exc.message}", ExitCode.USAGE) from None
+        said = exc.message  # a file that cannot be read is already named in it
+        said = said if said.startswith(f"{path}:") else f"{path}: {said}"
+        raise fail(console, said, ExitCode.USAGE) from None
     return dataclasses.replace(found, strict=True) if strict else found
 
 

@@ -94,6 +94,21 @@ def test_a_bad_mcp_option_is_a_usage_error(tmp_path: Path, args: list[str], mess
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("http", "message"), [("nope", "HOST:PORT"), ("127.0.0.1:99999", "0 to 65535")]
+)
+def test_a_bad_http_address_for_serve_is_a_usage_error(
+    tmp_path: Path, http: str, message: str
+) -> None:
+    """``mcp serve --http`` with no port, or one past 65535: exit 2 saying so, no traceback."""
+    tools = tmp_path / "tools.py"
+    tools.write_text("import planrail\n\n@planrail.tool\ndef t() -> int:\n    return 1\n")
+    result = CliRunner().invoke(app, ["mcp", "serve", "--tools", str(tools), "--http", http])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 def test_mcp_config_sets_per_server_options(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
