@@ -112,3 +112,13 @@ def test_a_store_url_where_a_store_is_expected_says_how_to_open_it(
         with pytest.raises(TypeError, match="open_store"):
             planrail.prepare(PLAN, [add], store=store)  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_run_inside_a_running_loop_says_to_await_arun(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    """``planrail.run`` inside a coroutine: a ``RuntimeError`` naming ``arun``, and no
+    "coroutine was never awaited" warning (nothing was started)."""
+    with pytest.raises(RuntimeError, match=r"await planrail\.arun"):
+        planrail.run(PLAN, [add])
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]

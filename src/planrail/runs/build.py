@@ -186,8 +186,16 @@ async def arun(plan: PlanInput, tools: ToolsInput = None, **options: Any) -> Run
 
 
 def run(plan: PlanInput, tools: ToolsInput = None, **options: Any) -> RunResult:
-    """The synchronous form of :func:`arun` (runs its own event loop)."""
-    return asyncio.run(arun(plan, tools, **options))
+    """The synchronous form of :func:`arun` (runs its own event loop, so not inside one: a
+    ``RuntimeError`` saying to ``await planrail.arun(...)`` there)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop running: the usual case
+        return asyncio.run(arun(plan, tools, **options))
+    raise RuntimeError(
+        "planrail.run() runs its own event loop, and one is running here: use"
+        " `await planrail.arun(...)` instead"
+    )
 
 
 def _looks_like_path(s: str) -> bool:
