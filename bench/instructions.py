@@ -24,7 +24,17 @@ a run validates, in a tree whose ``check_plan`` has ``warnings``); "compiled pla
 ``check_plan`` minus those passes. Beside bare asyncio's count, the table says what
 ``arun`` <= 3x bare asyncio leaves for validation once the rest is paid.
 
+With ``--cache``, ``validate`` alone on ``bench.validation``'s plans of 1,000 and 10,000
+steps runs under ``valgrind --tool=cachegrind`` with a fixed cache: a 32 KB, 8-way first level
+and a 2 MB, 16-way last level (an L2's size, the level a 1,000-step plan's validation fits in
+and a 10,000-step one's does not). Per step of one more validation (3 runs minus 1, as
+above): instructions, first-level data misses, and *L2-sized misses* — the accesses served
+from beyond 2 MB (L3 or memory) on a real machine. These do not depend on the host or its
+load; the growth of the L2-sized misses from 1,000 to 10,000 steps is what makes validation's
+CPU time grow faster than its work (docs/benchmarks.md section 25).
+
     python -m bench.instructions [--steps 2000] [--against /tmp/planrail-before]
+    python -m bench.instructions --cache [--against /tmp/planrail-before]
     python -m bench.instructions --phases [--against /tmp/planrail-before]
     # e.g. git worktree add --detach /tmp/planrail-before 0fa02f0
 """
@@ -41,6 +51,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from bench.report import table
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = """
@@ -199,6 +211,50 @@ def count(tree: Path, runs: int, steps: int, child: str = CHILD) -> int:
         return int(found.group(1))
 
 
+CACHE = ("--D1=32768,8,64", "--LL=2097152,16,64")
+"""The simulated cache of ``--cache``: fixed, so its counts are the same on every host."""
+CACHE_SIZES = (1_000, 10_000)
+_CG = re.compile(r"(I|D1|LLd) +(?:refs|misses): +([\d,]+)")
+
+
+def cache_count(tree: Path, runs: int, steps: int) -> dict[str, int]:
+    """Instructions (``I``), first-level data misses (``D1``) and last-level data misses
+    (``LLd``) of one child validating ``runs`` times under cachegrind, code from ``tree``."""
+    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHE]
+    cmd += ["--cachegrind-out-file=/dev/null", sys.executable, "-c", VALIDATE]
+    cmd += [str(runs), str(steps)]
+    done = subprocess.run(cmd, env=_env(tree), capture_output=True, text=True, check=True)
+    found = {k: int(v.replace(",", "")) for k, v in _CG.findall(done.stderr)}
+    if set(found) != {"I", "D1", "LLd"}:
+        raise RuntimeError(f"no cache counts from cachegrind:\n{done.stderr[-2000:]}")
+    return found
+
+
+def cache_per_step(tree: Path, steps: int) -> dict[str, float]:
+    one, three = cache_count(tree, 1, steps), cache_count(tree, 3, steps)
+    return {k: (three[k] - one[k]) / (2 * steps) for k in one}
+
+
+def print_cache(trees: list[Path]) -> dict[str, Any]:
+    found = {str(t): {n: cache_per_step(t, n) for n in CACHE_SIZES} for t in trees}
+    small, big = CACHE_SIZES
+    print(
+        "validate alone under cachegrind (32 KB first level, 2 MB last level), per step of one"
+        " more validation"
+    )
+    headers = ["tree", "steps", "instructions", "D1 misses", "L2-sized misses", "growth ×10"]
+    body = []
+    for tree, sizes in found.items():
+        for n, c in sizes.items():
+            grown = c["LLd"] * n / (sizes[small]["LLd"] * small) if n == big else None
+            body.append([tree, f"{n:,}", round(c["I"]), round(c["D1"]), round(c["LLd"]), grown])
+    print(table(headers, body))
+    out = ROOT / "bench" / "results" / "instructions-cache.json"
+    record = {"cache": list(CACHE), "per_step": found}
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
 def per_step(tree: Path, steps: int, child: str = CHILD) -> float:
     return (count(tree, 3, steps, child) - count(tree, 1, steps, child)) / (2 * steps)
 
@@ -208,6 +264,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--against", action="append", default=[], type=Path)
     parser.add_argument("--phases", action="store_true", help="arun's instructions by phase")
+    parser.add_argument("--cache", action="store_true", help="validation's cache misses per step")
     args = parser.parse_args(argv)
     trees = [ROOT, *args.against]
     if shutil.which("valgrind") is None:
@@ -217,6 +274,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.exit(2, f"--against {missing[0]}: no src/planrail there (a planrail checkout?)\n")
     if args.phases:
         return print_phases(trees, args.steps)
+    if args.cache:
+        return print_cache(trees)
     results = {str(t): per_step(t, args.steps) for t in trees}
     validation = {str(t): per_step(t, args.steps, VALIDATE) for t in trees}
     execution = {str(t): per_step(t, args.steps, EXECUTE) for t in trees}
