@@ -111,6 +111,8 @@ def test_a_store_url_where_a_store_is_expected_says_how_to_open_it(
     for store in ("runs.db", "sqlite:///runs.db", tmp_path / "runs.db"):
         with pytest.raises(TypeError, match="open_store"):
             planrail.prepare(PLAN, [add], store=store)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="open_store"):  # resume reads the store first
+            api.resume("r1", [add], store=store)  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
 
 

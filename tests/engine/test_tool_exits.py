@@ -57,7 +57,7 @@ TOOLS = [sync_exit, async_exit, argparse_exit, fine, two]
     ],
 )
 async def test_a_tool_exiting_fails_its_step_and_the_run_goes_on(
-    tool: str, code: str, policy: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    tool: str, code: str, policy: dict[str, Any]
 ) -> None:
     plan = {
         "steps": [

@@ -114,6 +114,7 @@ def test_a_malformed_policy_file_is_a_usage_error(tmp_path: Path) -> None:
     result = _invoke(args)
     assert result.exit_code == 2
     assert "action must be one of" in " ".join(result.output.split())
+    assert " ".join(result.output.split()).count(str(tmp_path / "policy.yaml")) == 1
     assert _paid(tmp_path) == []
 
 

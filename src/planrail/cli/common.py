@@ -191,9 +191,7 @@ def security_policy(path: Path | None, strict: bool, console: Console) -> Securi
         else:
             found = SecurityPolicy.load(path) if path is not None else SecurityPolicy()
     except PlanrailError as exc:
-        said = exc.message  # a file that cannot be read is already named in it
-        said = said if said.startswith(f"{path}:") else f"{path}: {said}"
-        raise fail(console, said, ExitCode.USAGE) from None
+        raise fail(console, exc.message, ExitCode.USAGE) from None  # it names the file
     return dataclasses.replace(found, strict=True) if strict else found
 
 

@@ -72,6 +72,6 @@ def _address(value: str, console: Console) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise fail(console, f"--http {value}: expected HOST:PORT", ExitCode.USAGE)
-    if int(port) > 65535:
+    if (number := int(port)) > 65535:
         raise fail(console, f"--http {value}: a port is 0 to 65535", ExitCode.USAGE)
-    return host, int(port)
+    return host, number

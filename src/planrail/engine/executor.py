@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -61,7 +60,7 @@ from planrail.policies.security import (
     check_approval,
     denial_of,
 )
-from planrail.store.base import Store
+from planrail.store.base import Store, check_store
 from planrail.types import Clock, Observer, StepStatus
 
 __all__ = ["Execution", "FailureMode", "new_run_id"]
@@ -117,11 +116,7 @@ class Execution:
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
-        if isinstance(store, str | bytes | os.PathLike):
-            raise TypeError(
-                f"store must be a Store, not the URL or path {store!r}: open one with"
-                " planrail.store.open_store(url) (and close it when the run is over)"
-            )
+        check_store(store)
         self.registry = ToolRegistry.of(tools)
         self.compiled = CompiledPlan.of(plan, self.registry).for_registry(self.registry)
         """The plan with what its validation learned (:mod:`planrail.plan.compiled`): the one

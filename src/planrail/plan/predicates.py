@@ -38,7 +38,7 @@ from typing import Any
 from planrail.errors import PlanError, PlanrailError, ReferenceResolutionError, ReferenceSyntaxError
 from planrail.plan.first import compile_args
 from planrail.plan.refs import Parse, Reference, parse_reference, parse_template, resolve_path
-from planrail.plan.schema import json_type
+from planrail.plan.schema import json_kind, json_type
 
 __all__ = [
     "MAX_PREDICATE_DEPTH",
@@ -322,7 +322,7 @@ def _names(types: frozenset[str]) -> str:
 
 def _as_bool(value: Any, ref: Reference) -> bool:
     if type(value) is not bool:
-        raise PredicateError(f"{ref} is {_kind(value)}, not a boolean; compare it with 'eq'")
+        raise PredicateError(f"{ref} is {json_kind(value)}, not a boolean; compare it with 'eq'")
     return value
 
 
@@ -352,7 +352,7 @@ def _apply(op: str, a: Any, b: Any) -> bool:
             return bool(a > b)
         return bool(a >= b)
     raise PredicateError(
-        f"'{op}' compares two numbers or two strings, not {_kind(a)} and {_kind(b)}"
+        f"'{op}' compares two numbers or two strings, not {json_kind(a)} and {json_kind(b)}"
     )
 
 
@@ -371,9 +371,11 @@ def _member(x: Any, container: Any) -> bool:
         if kind is str and _is_number(x):
             return _number_in_text(x, container)
         if type(x) is not str:
-            raise PredicateError(f"'in' looks for a string in {_kind(container)}, not {_kind(x)}")
+            raise PredicateError(
+                f"'in' looks for a string in {json_kind(container)}, not {json_kind(x)}"
+            )
         return x in container
-    raise PredicateError(f"'in' needs a list, a string or an object, not {_kind(container)}")
+    raise PredicateError(f"'in' needs a list, a string or an object, not {json_kind(container)}")
 
 
 def _number_in_text(n: float, text: str) -> bool:
@@ -399,17 +401,3 @@ def json_equal(a: Any, b: Any) -> bool:
     if ta is dict:
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     return bool(a == b)
-
-
-def _kind(v: Any) -> str:
-    if v is None:
-        return "null"
-    names = {
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "an object",
-    }
-    return names.get(type(v), f"a {type(v).__name__}")

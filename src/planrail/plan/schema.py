@@ -92,6 +92,23 @@ def schema_types(schema: Any, root: Schema | None = None) -> frozenset[str] | No
     return None
 
 
+_KINDS = {
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+}
+
+
+def json_kind(value: Any) -> str:
+    """What a value is, in words for a message: ``null``, ``a number``, ``a list``…"""
+    if value is None:
+        return "null"
+    return _KINDS.get(type(value), f"a {type(value).__name__}")
+
+
 def json_type(value: Any) -> str:
     """The JSON Schema type name of a plain Python value."""
     if value is None:

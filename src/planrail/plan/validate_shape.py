@@ -92,7 +92,7 @@ def load_pass(ctx: Context, source: PlanSource) -> None:
             "parse_error",
             None,
             "$",
-            f"a plan is an object with a 'steps' list, not {_kind(data)}",
+            f"a plan is an object with a 'steps' list, not {js.json_kind(data)}",
         )
         return
     steps = data.get("steps")
@@ -108,19 +108,6 @@ def load_pass(ctx: Context, source: PlanSource) -> None:
         )
         return
     ctx.raw = data
-
-
-def _kind(value: Any) -> str:
-    """What a document that is not a plan is, in JSON's words (``a list``, ``null``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool | int | float):
-        return "a number" if not isinstance(value, bool) else "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return f"a {type(value).__name__}"
 
 
 def _fmt(suffix: str) -> str | None:

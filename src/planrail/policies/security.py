@@ -333,11 +333,17 @@ class SecurityPolicy:
 
     @classmethod
     def load(cls, path: str | Path) -> SecurityPolicy:
-        """From a JSON or YAML file (read with the plan loader's size and depth limits)."""
+        """From a JSON or YAML file (read with the plan loader's size and depth limits); every
+        error's message starts with the file's path."""
         limits = PlanLimits(max_plan_bytes=1024 * 1024)
-        text = read_plan_file(path, limits)
+        text = read_plan_file(path, limits)  # its errors name the file
         fmt = "yaml" if str(path).endswith((".yaml", ".yml")) else None
-        return cls.from_mapping(load_document(text, limits, fmt=fmt))
+        try:
+            return cls.from_mapping(load_document(text, limits, fmt=fmt))
+        except PlanError as exc:  # what is wrong inside it: named too
+            exc.message = f"{path}: {exc.message}"
+            exc.args = (exc.message,)
+            raise
 
     @classmethod
     def default(cls) -> SecurityPolicy:

@@ -25,7 +25,7 @@ from planrail.plan.validate import ValidationOptions, check_plan
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy
 from planrail.runs.llm_step import LLMStepHandler
-from planrail.store.base import Store
+from planrail.store.base import Store, check_store
 from planrail.types import Clock, Observer
 
 __all__ = ["PlanInput", "ToolsInput", "arun", "prepare", "resume", "run", "validation_options"]
@@ -151,6 +151,7 @@ def resume(run_id: str, tools: ToolsInput, *, store: Store, **options: Any) -> E
     and its stored policies apply unless others are given with ``policy_override=True``.
     Options are :func:`prepare`'s.
     """
+    check_store(store)
     record = store.get_run(run_id)
     if record is None:
         raise StoreError(f"no run '{run_id}' in this store", run_id=run_id)

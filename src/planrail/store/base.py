@@ -18,6 +18,7 @@ Errors (all ``StoreError``, so ``planrail.errors`` stays the one rooted tree)::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -292,6 +293,16 @@ class StoreBase:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def check_store(store: object) -> None:
+    """Refuse a URL or path where a :class:`Store` goes (``store="runs.db"``), before anything
+    is read or made: the message says how to open one."""
+    if isinstance(store, str | bytes | os.PathLike):
+        raise TypeError(
+            f"store must be a Store, not the URL or path {store!r}: open one with"
+            " planrail.store.open_store(url) (and close it when the run is over)"
+        )
 
 
 def check_events(events: Sequence[Event]) -> None:
