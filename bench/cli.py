@@ -14,16 +14,19 @@ DAG once (so a change of the machine's load hits them alike):
 - ``quiet``: ``planrail run PLAN --tools bench.cli_tools --yes --quiet`` in an empty folder
   (the default store: ``./.planrail/planrail.db``, SQLite, ``synchronous=FULL``);
 - ``progress``: the same without ``--quiet``, its output a pseudo-terminal (Rich's live
-  display, as in a user's terminal).
+  display, as in a user's terminal);
+- ``log``: the same with its output a pipe, as in CI or ``planrail run ... | tee run.log``
+  (one progress line per event).
 
 Makespan = the last call's end minus the first call's start, recorded by the tool inside the
 process; ``/ CP`` divides it by the critical path. The process's wall time (start-up, import,
 validation, store, the run, exit) is printed too. Ratios to the floor are medians of per-round
-ratios. ``--against DIR`` (repeatable) runs ``quiet`` and ``progress`` with another source
+ratios. ``--against DIR`` (repeatable) runs ``quiet``, ``progress`` and ``log`` with another source
 tree's ``planrail`` too (``DIR/src`` first on the path), in the same rounds. Writes
 ``bench/results/cli[-quick].json``.
 
-    python -m bench.cli [--quick] [--rounds N] [--cp SECONDS] [--dags a,b] [--against DIR]
+    python -m bench.cli [--quick] [--rounds N] [--cp SECONDS] [--dags a,b] [--configs a,b]
+                        [--against DIR]
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from bench.report import table, write_json
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ("montage-2mass-619", "epigenomics-1095", "blast-303", "airrflow-212")
 FAN = 1_000
-CONFIGS = ("floor", "quiet", "progress")
+CONFIGS = ("floor", "quiet", "progress", "log")
 TARGET = 1.03
 TIMEOUT_S = 300.0
 
@@ -129,11 +132,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=None, help="default: 3 (--quick: 1)")
     parser.add_argument("--cp", type=float, default=None, help="critical path, s (1.5)")
     parser.add_argument("--dags", default=",".join((*WORKFLOWS, "fan")))
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="a subset of: floor,quiet,...")
     parser.add_argument("--against", action="append", default=[], type=Path, help="another tree")
     args = parser.parse_args(argv)
     trees: dict[str, Path | None] = {"": None}
     trees.update({f"@{t}": t.resolve() for t in args.against})
-    configs = [f"{c}{name}" for name in trees for c in CONFIGS if name == "" or c != "floor"]
+    chosen = [c for c in args.configs.split(",") if c]
+    if unknown := sorted(set(chosen) - set(CONFIGS)):
+        parser.error(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(CONFIGS)}")
+    if "floor" not in chosen:
+        chosen.insert(0, "floor")  # every ratio is to the floor
+    configs = [f"{c}{name}" for name in trees for c in chosen if name == "" or c != "floor"]
     cp = args.cp or (0.5 if args.quick else 1.5)
     rounds = args.rounds or (1 if args.quick else 3)
     names = [n for n in args.dags.split(",") if n]
@@ -195,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         (
             v
             for e in results.values()
-            for k in ("quiet_over_floor", "progress_over_floor")
+            for k in ("quiet_over_floor", "progress_over_floor", "log_over_floor")
             if (v := e.get(k)) is not None
         ),
         default=None,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import io
 from pathlib import Path
 
@@ -56,6 +57,86 @@ def test_line_progress_prints_one_line_per_event() -> None:
         "   2.00s ✓ a succeeded (2.00s)",
         "   2.00s run failed",
     ]
+
+
+class CountingFile(io.StringIO):
+    """A file that counts its flushes, or fails like a pipe whose reader has gone."""
+
+    def __init__(self, broken_after: int | None = None) -> None:
+        super().__init__()
+        self.flushes = 0
+        self.writes = 0
+        self.broken_after = broken_after
+
+    def write(self, s: str) -> int:
+        if self.broken_after is not None and self.getvalue().count("\n") >= self.broken_after:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.writes += 1
+        return super().write(s)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+def test_line_progress_writes_once_per_turn_of_the_loop() -> None:
+    """A burst of events in one turn is one write and one flush, done before the loop waits:
+    the log is current whenever the run waits, and an unbuffered output is not written to
+    line by line."""
+    out = CountingFile()
+    progress = LineProgress(Console(file=out, width=200))
+
+    async def burst() -> tuple[int, int]:
+        for i in range(50):
+            progress.on_event(ev(E.STEP_STARTED, 1.0, f"s{i}", 1))  # type: ignore[arg-type]
+        during = (out.writes, out.flushes)
+        await asyncio.sleep(0)  # one turn: the queued write runs
+        return during, (out.writes, out.flushes)
+
+    assert asyncio.run(burst()) == ((0, 0), (1, 1))
+    assert out.getvalue().splitlines() == [f"   0.00s ▶ s{i} running" for i in range(50)]
+    progress.on_event(ev(E.STEP_STARTED, 2.0, "late", 1))  # type: ignore[arg-type]
+    assert (out.writes, out.flushes) == (2, 2)  # outside a loop: at once
+
+
+def test_line_progress_writes_what_is_pending_when_it_ends() -> None:
+    """The run's last line is written at once, and leaving the display writes any line still
+    waiting for its turn of the loop."""
+    out = CountingFile()
+    progress = LineProgress(Console(file=out, width=200))
+
+    async def run() -> None:
+        progress.on_event(ev(E.STEP_STARTED, 1.0, "a", 1))  # type: ignore[arg-type]
+        progress.on_event(ev(E.RUN_FINISHED, 2.0, status="succeeded"))  # type: ignore[arg-type]
+        assert out.getvalue().splitlines() == ["   0.00s ▶ a running", "   1.00s run succeeded"]
+        progress.on_event(ev(E.STEP_STARTED, 3.0, "b", 1))  # type: ignore[arg-type]
+        assert "b running" not in out.getvalue()  # its turn has not come
+        with progress:
+            pass
+        assert out.getvalue().splitlines()[-1] == "   2.00s ▶ b running"
+
+    asyncio.run(run())
+    assert out.writes == 2
+
+
+def test_line_progress_leaves_control_characters_out() -> None:
+    """A tool's error message cannot move the cursor or recolour the terminal of whoever
+    reads the log; tabs stay."""
+    out = io.StringIO()
+    progress = LineProgress(Console(file=out, width=200))
+    err = {"type": "ToolError", "message": "\x1b[31mred\x1b[0m\rover\x07\tdone", "retryable": False}
+    progress.on_event(ev(E.STEP_FAILED, 0.0, "a", 1, error=err))  # type: ignore[arg-type]
+    assert out.getvalue() == "   0.00s ✗ a failed: [31mred[0mover\tdone\n"
+
+
+def test_line_progress_stops_quietly_when_its_reader_goes() -> None:
+    """`planrail run ... | head`: once the pipe is closed the lines stop, and nothing is
+    raised into the run (the run is not cancelled by its log going away)."""
+    out = CountingFile(broken_after=2)
+    progress = LineProgress(Console(file=out, width=200))
+    for i in range(5):
+        progress.on_event(ev(E.STEP_STARTED, 1.0, f"s{i}", 1))  # type: ignore[arg-type]
+    assert out.getvalue().splitlines() == ["   0.00s ▶ s0 running", "   0.00s ▶ s1 running"]
+    assert progress._gone
 
 
 def live(steps: list[str], **kw: object) -> tuple[LiveProgress, io.StringIO]:
