@@ -53,6 +53,9 @@ FAILS: dict[str, tuple[Any, str]] = {
     "set": ({"tags": {"a", "b"}}, "$.tags: a set has no order"),
     "nan-in-dataclass": (Point(1.0, float("nan")), "$.y: NaN"),
     "custom": ({"obj": Custom()}, "does not fit its return type"),
+    "lone-surrogate": ({"s": ["ok", "x\ud800"]}, "$.s[1]: the string holds a lone surrogate"),
+    "surrogate-key": ({"k\udcff": 1}, "$: the key 'k\\udcff' holds a lone surrogate"),
+    "surrogate-text": ("x\udfff", "$: the string holds a lone surrogate ('\\udfff')"),
 }
 """name -> (the value a tool returns, what the step's error must say)."""
 
@@ -125,6 +128,30 @@ async def test_an_output_strict_json_cannot_hold_fails_its_step_naming_the_path(
     assert stored.steps["odd"].status == "failed"
     assert stored.steps["other"].status == "succeeded"
     assert stored.steps["odd"].output is None
+
+
+async def test_a_str_tool_returning_a_lone_surrogate_fails_its_step(open_store: Opener) -> None:
+    """A tool declared ``-> str`` (whose plain strings skip conversion) is checked too: its
+    step fails with OutputError, nothing reaches the store or a dependent."""
+
+    @planrail.tool(name="odd", side_effects="none")
+    async def odd() -> str:
+        """Returns text that is not Unicode."""
+        return "caf\udce9"
+
+    @planrail.tool(side_effects="none")
+    async def echo(v: Any) -> Any:
+        """Returns its argument."""
+        return v
+
+    tools = [odd, echo]
+    store = open_store()
+    result = await Execution(_plan(tools), tools, store=store, run_id="odd-str").run()
+    assert result.steps["odd"].error is not None
+    assert result.steps["odd"].error["type"] == "OutputError"
+    assert "lone surrogate" in result.steps["odd"].error["message"]
+    assert result.steps["use"].status == "skipped"
+    assert load_result(store, "odd-str").steps["other"].status == "succeeded"
 
 
 @pytest.mark.parametrize("name", sorted(STORED))

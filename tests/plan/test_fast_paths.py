@@ -806,12 +806,14 @@ class _Text(str):
     pass
 
 
+_CHARS = st.sampled_from(["a", "\x80", "\u00e9", "\ud800", "\udfff", "\U0001f600"])
 _LEAVES = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-3, 3),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=6),
+    st.text(_CHARS, max_size=3),  # lone surrogates among other text
     st.builds(_Text, st.text(max_size=3)),
     st.just(()),
 )
@@ -819,7 +821,11 @@ _DATA = st.recursive(
     _LEAVES,
     lambda inner: st.one_of(
         st.lists(inner, max_size=4),
-        st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 2)), inner, max_size=4),
+        st.dictionaries(
+            st.one_of(st.text(max_size=3), st.text(_CHARS, max_size=2), st.integers(0, 2)),
+            inner,
+            max_size=4,
+        ),
     ),
     max_leaves=30,
 )

@@ -10,6 +10,7 @@ import pytest
 
 from planrail.errors import PlanLoadError
 from planrail.plan.loader import PlanLimits, load_document
+from planrail.plan.model import Plan
 from planrail.plan.validate import validate
 
 from .helpers import codes
@@ -181,6 +182,37 @@ def test_non_string_keys_are_parse_errors(source: Any) -> None:
 def test_nan_and_infinity_are_parse_errors(source: Any) -> None:
     """NaN and ±Infinity are not JSON numbers; a plan holding one is a parse_error."""
     assert "not JSON" in _one_issue(source, "parse_error")
+
+
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ('{"steps": [{"id": "a", "tool": "t", "args": {"x": "a\\ud800b"}}]}', "$.steps[0].args.x"),
+        ('{"goal": "\\udcff", "steps": []}', "$.goal"),
+        ('{"steps": [{"id": "a", "tool": "t", "args": {"k\\udfff": 1}}]}', "$.steps[0].args"),
+        (
+            {"steps": [{"id": "a", "tool": "t", "args": {"x": ["ok", "\udc80"]}}]},
+            "$.steps[0].args.x[1]",
+        ),
+        (Plan.model_validate({"goal": "\ud800", "steps": []}), "$.goal"),
+    ],
+)
+def test_lone_surrogates_are_parse_errors(source: Any, where: str) -> None:
+    """A lone surrogate (JSON's ``"\\ud800"`` escape, undecodable command-line bytes) is not
+    Unicode text: no UTF-8 store, terminal or tool takes it. Refused where it is, in text,
+    values, keys, Python data and Plan objects alike; the message itself can be printed."""
+    message = _one_issue(source, "parse_error")
+    assert message.startswith(f"{where}: the ")
+    assert "holds a lone surrogate" in message
+    message.encode("utf-8")  # the message is text, whatever the plan held
+
+
+def test_surrogate_pairs_and_other_text_are_fine() -> None:
+    """A pair of escapes is one character beyond the first plane (an emoji): valid text."""
+    report = validate('{"goal": "\\ud83d\\ude00 \u00e9 \u2028", "steps": []}')
+    assert report.valid, report.errors
+    assert report.plan is not None
+    assert report.plan.goal == "\U0001f600 \u00e9 \u2028"
 
 
 @pytest.mark.parametrize(

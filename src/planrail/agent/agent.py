@@ -28,6 +28,7 @@ from planrail.llm.errors import BudgetExceededError, LLMError
 from planrail.plan.compiled import CompiledPlan
 from planrail.plan.model import Plan
 from planrail.plan.secrets import Redactor
+from planrail.plan.strict_json import surrogate_problem
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
 from planrail.planner.finished import ReplanView, shape
 from planrail.planner.planner import Planner, PlanningError, PromptMode
@@ -143,6 +144,12 @@ class Agent:
         run (look at ``status`` and ``reason``)."""
         ctx = self._context(goal)
         res = ctx.result
+        problem = surrogate_problem(goal)
+        if problem is not None:  # no model could be sent it, no store could keep it
+            res.status = "invalid"
+            res.reason = f"the goal {problem} (undecodable bytes on a command line make these)"
+            res.usage = ctx.meter.to_dict()
+            return res
         try:
             await self._first(ctx)
             while (

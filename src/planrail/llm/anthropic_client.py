@@ -74,7 +74,7 @@ class AnthropicClient(SDKClient):
         model: str | None = None,
     ) -> LLMResponse:
         """One Messages API call (see :class:`~planrail.llm.LLM`)."""
-        system = "\n\n".join(m.content for m in messages if m.role == "system")
+        system = "\n\n".join(m.to_dict()["content"] for m in messages if m.role == "system")
         chat = [m.to_dict() for m in messages if m.role != "system"]
         kwargs: dict[str, Any] = {
             "model": model or self.model,

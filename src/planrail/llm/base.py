@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
+from planrail.plan.strict_json import escape_surrogates
+
 __all__ = ["LLM", "LLMResponse", "LLMStream", "Message", "Role", "SDKClient", "Usage"]
 
 Role = Literal["system", "user", "assistant"]
@@ -25,7 +27,10 @@ class Message:
     content: str
 
     def to_dict(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+        """What is sent: a lone surrogate in the content (a model's earlier answer quoted back,
+        a goal from undecodable command-line bytes) is sent as its escape, ``\\ud800``, as no
+        UTF-8 request can carry it."""
+        return {"role": self.role, "content": escape_surrogates(self.content)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from planrail.errors import PlanLoadError
-from planrail.plan.refs import STR_ONLY
+from planrail.plan.strict_json import lone_surrogate, surrogate_problem
 
 __all__ = ["DuplicateKeyError", "PlanLimits", "load_document", "normalize", "read_plan_file"]
 
@@ -265,7 +265,12 @@ def _within_bounds(data: Any, limits: PlanLimits) -> bool:
         value, depth = stack.pop()
         t = type(value)
         if t is dict:
-            if depth >= max_depth or not STR_ONLY.issuperset(map(type, value)):
+            if depth >= max_depth:
+                return False
+            try:  # keys: strings (str.isascii refuses anything else) that are Unicode text
+                if not all(map(str.isascii, value)) and any(map(lone_surrogate, value)):
+                    return False
+            except (TypeError, AttributeError):  # a key that is not a string: the full walk
                 return False
             children: Any = value.values()
         elif t is list:
@@ -281,7 +286,7 @@ def _within_bounds(data: Any, limits: PlanLimits) -> bool:
         for v in children:
             tv = type(v)
             if tv is str:
-                if len(v) > max_len:
+                if len(v) > max_len or not (v.isascii() or lone_surrogate(v) is None):
                     return False
             elif tv is float:
                 if not math.isfinite(v):
@@ -310,12 +315,16 @@ def _check_bounds(data: Any, limits: PlanLimits) -> None:
                 raise LimitExceeded(
                     f"{_where(at)}: a string of {len(value):,} characters; the limit is {max_len:,}"
                 )
+            if (problem := surrogate_problem(value)) is not None:
+                raise PlanLoadError(f"{_where(at)}: the string {problem}")
         elif t is dict or (t is not list and isinstance(value, dict)):
             if depth >= max_depth:
                 raise LimitExceeded(f"{_clip(_where(at))}: nested deeper than {max_depth} levels")
             for k, v in value.items():
                 if type(k) is not str and not isinstance(k, str):
                     raise PlanLoadError(f"{_where(at)}: keys must be strings, got {k!r}")
+                if (problem := surrogate_problem(k)) is not None:
+                    raise PlanLoadError(f"{_where(at)}: the key {k!a} {problem}")
                 stack.append((v, depth + 1, (at, k)))
         elif t is list or isinstance(value, list):
             if depth >= max_depth:
@@ -326,6 +335,8 @@ def _check_bounds(data: Any, limits: PlanLimits) -> None:
                 raise LimitExceeded(
                     f"{_where(at)}: a string of {len(value):,} characters; the limit is {max_len:,}"
                 )
+            if (problem := surrogate_problem(value)) is not None:
+                raise PlanLoadError(f"{_where(at)}: the string {problem}")
         elif value is None or isinstance(value, bool | int | float):
             if isinstance(value, float) and not math.isfinite(value):
                 shown = "NaN" if value != value else "Infinity"

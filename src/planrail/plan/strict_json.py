@@ -9,6 +9,7 @@ store:
 - ``bytes``, ``bytearray`` and ``memoryview`` (no encoding is implied);
 - ``set`` and ``frozenset`` (no order: the stored list would differ from run to run);
 - a mapping key that is not a string;
+- text holding a lone surrogate (``"\\ud800"``: not Unicode, so no UTF-8 store takes it);
 - a container that contains itself (a cycle).
 
 What pydantic converts the documented way passes on to it: ``datetime``/``date``/``time`` (ISO
@@ -21,14 +22,41 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 import pydantic
 
-__all__ = ["odd_value", "path_of"]
+__all__ = ["escape_surrogates", "lone_surrogate", "odd_value", "path_of", "surrogate_problem"]
 
-_PLAIN = (str, int, bool, type(None))
+_PLAIN = (int, bool, type(None))
 _MAX_DEPTH = 200
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str) -> str | None:
+    """The first lone surrogate in ``text``, or None when it is Unicode text. JSON's
+    ``"\\ud800"`` escape makes one; no UTF-8 file, store, terminal or tool can take it."""
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    return None if found is None else found.group()
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate spelled as its JSON escape (``\\ud800``): text that
+    can be encoded, for what must be sent or shown whatever it holds (a model's answer quoted
+    back to it)."""
+    if lone_surrogate(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def surrogate_problem(text: str) -> str | None:
+    """What is wrong with ``text`` as Unicode (``holds a lone surrogate ('\\ud800'), ...``), or
+    None when nothing is."""
+    found = lone_surrogate(text)
+    return None if found is None else f"holds a lone surrogate ({found!a}), not Unicode text"
 
 
 def path_of(parent: str, key: Any) -> str:
@@ -53,6 +81,9 @@ def _walk(value: Any, path: str, seen: set[int], depth: int) -> str | None:
     kind = type(value)
     if kind in _PLAIN:
         return None
+    if kind is str or isinstance(value, str):
+        problem = surrogate_problem(value)
+        return None if problem is None else f"{path}: the string {problem}"
     if kind is float:
         return None if math.isfinite(value) else f"{path}: {_number(value)} is not a JSON number"
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -68,6 +99,8 @@ def _walk(value: Any, path: str, seen: set[int], depth: int) -> str | None:
         for key, _ in list(children):
             if not isinstance(key, str):
                 return f"{path}: the key {key!r} is a {type(key).__name__}, not a string"
+            if (problem := surrogate_problem(key)) is not None:
+                return f"{path}: the key {key!a} {problem}"
     elif isinstance(value, (list, tuple)):
         children = enumerate(value)
     elif isinstance(value, pydantic.BaseModel):
@@ -81,7 +114,7 @@ def _walk(value: Any, path: str, seen: set[int], depth: int) -> str | None:
         return f"{path}: the value contains itself (a cycle)"
     seen.add(ident)
     for key, child in children:
-        if type(child) in _PLAIN:
+        if type(child) in _PLAIN or (type(child) is str and child.isascii()):
             continue
         found = _walk(child, path_of(path, key), seen, depth + 1)
         if found is not None:

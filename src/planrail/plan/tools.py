@@ -266,7 +266,9 @@ class Tool:
     def output(self, value: Any) -> Any:
         """The return value as plain JSON data; :class:`OutputError` if it does not fit, or if
         it holds what strict JSON cannot (NaN, bytes, a cycle, ...: :mod:`.strict_json`)."""
-        if self._scalar is not None and type(value) is self._scalar:  # str, int or bool
+        scalar = self._scalar  # str (ASCII: no lone surrogate to look for), int or bool
+        plain = scalar is not None and type(value) is scalar
+        if plain and (not isinstance(value, str) or value.isascii()):
             return value
         odd = odd_value(value)
         if odd is not None:

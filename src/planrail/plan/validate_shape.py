@@ -72,8 +72,9 @@ def load_pass(ctx: Context, source: PlanSource) -> None:
     """parse_error / duplicate_key / limit_exceeded: the document is readable and bounded."""
     duplicates: list[tuple[str, str]] = []
     try:
-        if isinstance(source, Plan):
+        if isinstance(source, Plan):  # built in Python: its text may not be Unicode yet
             data: Any = source.to_json_data()
+            check_bounds(data, ctx.limits)
         elif isinstance(source, Path):
             text = read_plan_file(source, ctx.limits)
             data = load_document(text, ctx.limits, fmt=_fmt(source.suffix), duplicates=duplicates)

@@ -22,6 +22,7 @@ from planrail.llm.jsontext import extract_json
 from planrail.llm.models import split_model_name
 from planrail.plan import schema as js
 from planrail.plan.refs import Parse, parse_template
+from planrail.plan.strict_json import odd_value
 
 __all__ = ["LLMStepHandler", "split_prompt", "step_messages"]
 
@@ -134,8 +135,14 @@ class LLMStepHandler:
         for key, value in response.usage.to_dict().items():
             call.usage[key] = call.usage.get(key, 0) + value
         if schema is None:
+            odd = odd_value(response.text)
+            if odd is not None:  # what no store, dependent or terminal could take
+                raise LLMAnswerError(f"the answer is not strict JSON: {odd}")
             return response.text
         data = response.data if response.data is not None else extract_json(response.text)
+        odd = odd_value(data)
+        if odd is not None:
+            raise LLMAnswerError(f"the answer is not strict JSON: {odd}")
         problems = list(js.check_literal(data, schema, schema, _literal))
         if problems:
             shown = "; ".join(
