@@ -16,7 +16,7 @@ DAG once (so a change of the machine's load hits them alike):
 - ``progress``: the same without ``--quiet``, its output a pseudo-terminal (Rich's live
   display, as in a user's terminal);
 - ``log``: the same with its output a pipe, as in CI or ``planrail run ... | tee run.log``
-  (one progress line per event).
+  (one progress line per event), and ``PYTHONUNBUFFERED=1``, as CI images often set.
 
 Makespan = the last call's end minus the first call's start, recorded by the tool inside the
 process; ``/ CP`` divides it by the critical path. The process's wall time (start-up, import,
@@ -107,6 +107,8 @@ def one(config: str, plan_path: Path, tree: Path | None = None) -> dict[str, Any
             cmd = [planrail, "run", str(plan_path), "--tools", "bench.cli_tools", "--yes"]
             if config == "quiet":
                 cmd.append("--quiet")
+            if config == "log":
+                env["PYTHONUNBUFFERED"] = "1"
         work = Path(tmp) / "work"
         work.mkdir()
         t0 = time.perf_counter()
