@@ -170,3 +170,51 @@ def test_cancel_from_another_process_stops_a_live_run_and_leaves_the_call_in_dou
     assert {s["id"]: s["status"] for s in json.loads(resumed.stdout)["steps"]}["pay"] == "in_doubt"
     assert _ledger(env).count("transfer") == 1, "the unsafe call was never made twice"
     assert ("cancel_requested", None) in _events(store_url, "r_cut")
+
+
+def test_undecodable_command_line_bytes_are_refused_and_change_nothing(
+    env: dict[str, str], store_url: str
+) -> None:
+    """Bytes that are not UTF-8 on the command line (Python reads them as lone surrogates):
+    a reason holding them is refused before anything is written, a run id holding them names
+    no run, and every message is printed (escaped), never a traceback."""
+    planrail(
+        env, "run", "plan.json", "--tools", TOOLS_FILE, "--store", store_url, "--run-id", "r_b"
+    )
+
+    def raw(*args: bytes) -> tuple[int, str]:
+        cmd = [sys.executable.encode(), b"-c", b"from planrail.cli import main; main()", *args]
+        done = subprocess.run(
+            cmd, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=120
+        )
+        said = (done.stdout + done.stderr).decode("utf-8")  # what was printed is UTF-8
+        assert "Traceback" not in said
+        return done.returncode, said
+
+    store = store_url.encode()
+    code, said = raw(b"refuse", b"r_b", b"--store", store, b"--reason", b"bad \xff byte")
+    assert code == 2
+    assert "lone surrogate ('\\udcff')" in said
+    for command in (b"show", b"refuse", b"cancel", b"approve"):
+        code, said = raw(command, b"r_b\xff", b"--store", store)
+        assert code != 0, command
+        assert "no run 'r_b\\udcff'" in said, command
+    assert ("operator_action", "refuse") not in _events(store_url, "r_b")
+    check = open_store(store_url)
+    try:
+        assert check.get_run("r_b").status == "awaiting_approval"  # type: ignore[union-attr]
+    finally:
+        check.close()
+
+
+@pytest.mark.parametrize(
+    "output", [float("nan"), {"rows": [1, float("inf")]}, {"k": "\ud800"}, {"tags": {"a"}}]
+)
+def test_a_resolved_output_must_be_strict_json(output: Any) -> None:
+    """What an operator says a call returned must be what a tool could have returned: strict
+    JSON (plan/strict_json.py); refused before the store is read."""
+    from planrail.engine import operations
+
+    with open_store("memory://") as store, pytest.raises(operations.OperationError) as caught:
+        operations.resolve(store, "any", "x", "succeeded", output=output)
+    assert "the output is not strict JSON" in caught.value.message

@@ -208,6 +208,48 @@ def test_the_event_stream_carries_no_secret_and_resumes_after_last_event_id(
     assert again == ids[3:]
 
 
+def test_an_event_stream_after_any_number_is_served(served: Served) -> None:
+    """A Last-Event-ID past what a store's integers hold (``2**63``) streams nothing more than
+    the run's status; it is not a server error."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(
+            planrail.run, SECRET_PLAN, registry(), store=served.store, run_id="s", approve=True
+        ).result(timeout=60)
+    lines = _sse(served, "s", {"last-event-id": str(10**30)})
+    assert not [line for line in lines if line.startswith("id: ")]
+    assert '"status":"succeeded"' in lines[-1]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"\xff\xfe{}", b'{"reason": NaN}', b"[" * 100_000, b'{"reason": "x"'],
+    ids=["not-utf8", "nan", "deep", "cut"],
+)
+def test_a_body_that_is_not_json_is_a_400_and_changes_nothing(store: Store, body: bytes) -> None:
+    _deferred(store, SECRET_PLAN, "waiting")
+    client = _signed_in(store)
+    headers = {"origin": BASE, "x-csrf-token": _csrf(client), "content-type": "application/json"}
+    answer = client.post("/api/runs/waiting/refuse", headers=headers, content=body)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == "the body is not JSON"
+    assert store.get_run("waiting").status == "awaiting_approval"  # type: ignore[union-attr]
+
+
+def test_a_reason_that_is_not_unicode_text_is_refused_with_a_409(store: Store) -> None:
+    """``{"reason": "\\ud800"}`` is JSON, but its text no store could keep: the operation
+    refuses it before writing anything (the memory store here would have kept it)."""
+    _deferred(store, SECRET_PLAN, "waiting")
+    client = _signed_in(store)
+    headers = {"origin": BASE, "x-csrf-token": _csrf(client), "content-type": "application/json"}
+    answer = client.post(
+        "/api/runs/waiting/refuse", headers=headers, content=b'{"reason": "no \\ud800"}'
+    )
+    assert answer.status_code == 409
+    assert "reason given holds a lone surrogate" in answer.json()["error"]["message"]
+    assert store.get_run("waiting").status == "awaiting_approval"  # type: ignore[union-attr]
+    assert not [e for e in store.events("waiting") if e.type == "operator_action"]
+
+
 def test_retry_a_failed_step_and_resolve_decisions_go_through_the_operations(
     store: Store,
 ) -> None:

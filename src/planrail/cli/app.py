@@ -38,6 +38,11 @@ def main(argv: list[str] | None = None) -> Any:
     from planrail.cli.interrupts import exit_on_interrupt
 
     exit_on_interrupt()
+    for stream in (sys.stdout, sys.stderr):  # text quoting undecodable command-line bytes (a
+        # lone surrogate) is printed escaped, not raised as UnicodeEncodeError mid-message
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         return app(args=argv, prog_name="planrail")
     except PlanrailError as exc:  # anything not handled by a command: one line, never a traceback

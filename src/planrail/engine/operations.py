@@ -26,6 +26,7 @@ from planrail.errors import ExecutionError, ReferenceResolutionError, error_dict
 from planrail.plan.first import compile_args
 from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Redactor
+from planrail.plan.strict_json import odd_value, surrogate_problem
 from planrail.plan.tools import ToolRegistry
 from planrail.store.base import Event, RunNotFoundError, RunRecord, StepRecord, Store
 from planrail.types import Clock, StepStatus
@@ -140,6 +141,9 @@ def resolve(
         raise OperationError(f"decision must be succeeded, failed or retry, not {decision!r}")
     if output is not None and decision != "succeeded":
         raise OperationError("an output goes with the decision 'succeeded' only")
+    odd = odd_value(output)
+    if odd is not None:  # what a tool's output could not hold either (plan/strict_json.py)
+        raise OperationError(f"the output is not strict JSON: {odd}", run_id=run_id)
     run = _idle_run(store, run_id, clock)
     records = store.get_steps(run_id)
     record = records.get(step_id)
@@ -338,6 +342,13 @@ def _expect(run: RunRecord, statuses: set[str], action: str) -> None:
 
 
 def _event(run_id: str, at: float, action: str, by: str, **details: Any) -> Event:
+    """The ``operator_action`` event every action commits (built before anything is written:
+    text that no store could keep — a lone surrogate, from undecodable command-line bytes —
+    is refused here, for every action and every way in)."""
+    for name, value in (("by", by), *details.items()):
+        problem = surrogate_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            raise OperationError(f"the {name} given {problem}", run_id=run_id)
     return Event(
         run_id=run_id,
         type="operator_action",

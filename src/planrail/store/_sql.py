@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from planrail.plan.strict_json import lone_surrogate
 from planrail.store._codec import (
     EVENT_COLUMNS,
     INTENT_COLUMNS,
@@ -225,8 +226,16 @@ class SQLStoreBase(StoreBase):
         """Something with ``execute``/``executemany`` inside the transaction, as a context."""
         return contextlib.nullcontext(conn)
 
-    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+    def _query(self, sql: str, params: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of a read. A key that is not Unicode text (a run id from undecodable
+        command-line bytes) matches nothing: nothing holding one can have been written, and
+        the driver would raise on encoding it."""
+        if any(type(p) is str and lone_surrogate(p) for p in params):
+            return []
+        return self._query(sql, params)
 
     def create_run(self, run: RunRecord) -> None:
         row = encode_run(run)

@@ -109,7 +109,7 @@ class PostgresStore(SQLStoreBase):
             row = self._conn.execute("SELECT max(version) FROM schema_version").fetchone()
         return int(row[0] or 0) if row else 0
 
-    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+    def _query(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock, self._translate("reading"):
             return self._conn.execute(sql, params).fetchall()
 

@@ -151,7 +151,7 @@ class SQLiteStore(SQLStoreBase):
             raise
         return int(row[0] or 0)
 
-    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+    def _query(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock, self._translate("reading"):
             rows: list[Any] = self._conn.execute(sql, params).fetchall()
         return rows

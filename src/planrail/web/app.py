@@ -74,6 +74,13 @@ class Dashboard:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
 
+_MAX_SEQ = 2**63 - 1
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _json(data: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(data, status_code=status)
 
@@ -157,7 +164,7 @@ def create_app(dash: Dashboard) -> Any:
         run_id = request.path_params["run_id"]
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         try:
-            after = max(0, int(raw))
+            after = min(max(0, int(raw)), _MAX_SEQ)  # (a store's integers stop at 2**63 - 1)
         except ValueError:
             after = 0
         return StreamingResponse(
@@ -171,8 +178,9 @@ def create_app(dash: Dashboard) -> Any:
         action = request.path_params["action"]
         step_id = request.path_params.get("step_id")
         try:
-            body = await request.json() if await request.body() else {}
-        except json.JSONDecodeError:
+            raw = await request.body()
+            body = json.loads(raw, parse_constant=_refuse_constant) if raw else {}
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, NaN, nested too deep
             return _json({"error": error_dict("ValueError", "the body is not JSON")}, 400)
         if not isinstance(body, dict):
             return _json({"error": error_dict("ValueError", "the body must be an object")}, 400)
