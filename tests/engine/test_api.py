@@ -124,3 +124,18 @@ async def test_run_inside_a_running_loop_says_to_await_arun(
     with pytest.raises(RuntimeError, match=r"await planrail\.arun"):
         planrail.run(PLAN, [add])
     assert not [w for w in recwarn if "never awaited" in str(w.message)]
+
+
+def test_a_run_id_that_is_not_unicode_text_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """``run_id`` from undecodable command-line bytes (a lone surrogate): no store could keep
+    it, so the execution is refused when it is built, with a message that can be printed;
+    the store holds no run and the tool was not called."""
+    rec = Recorder()
+    with planrail.store.open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        with pytest.raises(planrail.errors.ExecutionError) as caught:
+            planrail.run(probe_plan(DIAMOND), [rec.tool()], store=store, run_id="r\udcff")
+        assert store.list_runs() == []
+    assert "the run id holds a lone surrogate ('\\udcff')" in caught.value.message
+    assert rec.calls == []

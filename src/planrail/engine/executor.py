@@ -40,6 +40,7 @@ from planrail.engine.step_runner import (
 )
 from planrail.errors import (
     CallCrashedError,
+    ExecutionError,
     PlanrailError,
     ReferenceResolutionError,
     StoreError,
@@ -52,6 +53,7 @@ from planrail.plan.provenance import Provenance
 from planrail.plan.refs import resolve_value
 from planrail.plan.secrets import Redactor
 from planrail.plan.stages import stage_goals
+from planrail.plan.strict_json import surrogate_problem
 from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRunner
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import (
@@ -123,6 +125,8 @@ class Execution:
         object the run, its redactor, provenance and approval screens read."""
         plan = self.plan = self.compiled.plan
         self.run_id = run_id or new_run_id()
+        if (problem := surrogate_problem(self.run_id)) is not None:  # no store could keep it
+            raise ExecutionError(f"the run id {problem}")
         self.max_concurrency = max_concurrency
         self.failure_mode = failure_mode
         self.clock = clock
