@@ -87,6 +87,13 @@ def test_list_runs_filters_by_status_and_applies_the_limit(store: Store, make_ru
     assert [r.run_id for r in store.list_runs(limit=1)] == ["r4"]
     assert store.list_runs(status="cancelled") == []
     assert store.list_runs(limit=0) == []
+    assert len(store.list_runs(limit=10**30)) == 5  # past what SQL integers hold: no limit
+
+
+@pytest.mark.parametrize("limit", [-1, True, 2.5, "3"])
+def test_list_runs_rejects_a_limit_that_is_not_a_whole_number(store: Store, limit: object) -> None:
+    with pytest.raises(ValueError, match="limit must be"):
+        store.list_runs(limit=limit)  # type: ignore[arg-type]
 
 
 def test_list_runs_rejects_a_status_that_does_not_exist(store: Store) -> None:

@@ -249,7 +249,7 @@ class SQLStoreBase(StoreBase):
         return decode_run(rows[0]) if rows else None
 
     def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
-        check_list_args(status, limit)
+        limit = check_list_args(status, limit)
         q = self._sql
         sql, params = (q.list_runs, ()) if status is None else (q.list_runs_by_status, (status,))
         sql += q.list_order

@@ -315,11 +315,22 @@ def check_events(events: Sequence[Event]) -> None:
             )
 
 
-def check_list_args(status: str | None, limit: int | None) -> None:
+def check_list_args(status: str | None, limit: int | None) -> int | None:
+    """The ``list_runs`` limit to apply: ``None`` for none, and for one no store could reach
+    (past 2**63 - 1, what SQL integers hold); a limit that is not a whole number >= 0 is a
+    ValueError, as is an unknown status."""
     if status is not None and status not in RUN_STATUSES:
         raise ValueError(f"unknown run status {status!r}: use one of {sorted(RUN_STATUSES)}")
-    if limit is not None and limit < 0:
+    if limit is None:
+        return None
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise ValueError(f"limit must be a whole number, not {type(limit).__name__}")
+    if limit < 0:
         raise ValueError("limit must be >= 0")
+    return None if limit > _MAX_SQL_INT else limit
+
+
+_MAX_SQL_INT = 2**63 - 1
 
 
 def check_lease_args(ttl: float) -> None:

@@ -54,7 +54,7 @@ class MemoryStore(StoreBase):
         return None if row is None else codec.decode_run(row)
 
     def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
-        check_list_args(status, limit)
+        limit = check_list_args(status, limit)
         with self._lock:
             rows = [r for r in self._runs.values() if status is None or r[3] == status]
         rows.sort(key=lambda r: (r[4], r[0]), reverse=True)
