@@ -139,3 +139,33 @@ def test_a_run_id_that_is_not_unicode_text_is_refused_before_anything_runs(
         assert store.list_runs() == []
     assert "the run id holds a lone surrogate ('\\udcff')" in caught.value.message
     assert rec.calls == []
+
+
+class _NoEvents:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "said"),
+    [
+        ({"run_id": 123}, TypeError, "run_id must be a str, not int"),
+        ({"max_concurrency": 0}, ValueError, "max_concurrency must be at least 1"),
+        ({"max_concurrency": 1.5}, TypeError, "max_concurrency must be a whole number"),
+        ({"max_concurrency": True}, TypeError, "max_concurrency must be a whole number"),
+        ({"failure_mode": "stop"}, ValueError, "failure_mode must be 'continue' or 'fail_fast'"),
+        ({"clock": None}, TypeError, "clock must have now(), monotonic() and sleep()"),
+        ({"observers": [_NoEvents()]}, TypeError, "has no on_event(event) method"),
+        ({"policy": "strict"}, TypeError, "policy must be a planrail.RunPolicy, not str"),
+        ({"security": {"strict": True}}, TypeError, "security must be a planrail.SecurityPolicy"),
+    ],
+)
+def test_an_option_of_the_wrong_kind_is_named_before_anything_runs(
+    options: dict[str, object], error: type[Exception], said: str
+) -> None:
+    """``prepare``/``run``/``arun`` say which option is wrong (not an AttributeError from
+    inside the run, not a run with 1.5 or True read as a number), and call nothing."""
+    rec = Recorder()
+    with pytest.raises(error) as caught:
+        planrail.run(probe_plan(DIAMOND), [rec.tool()], **options)  # type: ignore[arg-type]
+    assert said in str(caught.value)
+    assert rec.calls == []

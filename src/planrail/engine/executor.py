@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from planrail._memory import long_lived
 from planrail.clock import SYSTEM_CLOCK
@@ -60,6 +60,7 @@ from planrail.policies.security import (
     ApproveCall,
     SecurityPolicy,
     check_approval,
+    check_security,
     denial_of,
 )
 from planrail.store.base import Store, check_store
@@ -78,6 +79,44 @@ S = StepStatus
 def new_run_id() -> str:
     """A fresh run id: ``run_`` and 12 hex digits."""
     return "run_" + uuid.uuid4().hex[:12]
+
+
+def _check_options(
+    run_id: Any,
+    max_concurrency: Any,
+    failure_mode: Any,
+    clock: Any,
+    observers: Any,
+    policy: Any,
+    security: Any,
+) -> None:
+    """What a caller of :class:`Execution` (``prepare``, ``run``, ``arun``: every door) got
+    wrong, said where it was given — a TypeError or ValueError naming the option — rather than
+    an AttributeError from deep inside the run, or a wrong run."""
+    if run_id is not None:
+        if not isinstance(run_id, str):
+            raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
+        if (problem := surrogate_problem(run_id)) is not None:  # no store could keep it
+            raise ExecutionError(f"the run id {problem}")
+    if max_concurrency is not None:
+        if not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool):
+            raise TypeError(
+                f"max_concurrency must be a whole number, not {type(max_concurrency).__name__}"
+            )
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+    if failure_mode not in get_args(FailureMode):
+        raise ValueError(f"failure_mode must be 'continue' or 'fail_fast', not {failure_mode!r}")
+    missing = [m for m in ("now", "monotonic", "sleep") if not callable(getattr(clock, m, None))]
+    if missing:
+        lacks = ", ".join(f"{m}()" for m in missing)
+        raise TypeError(f"clock must have now(), monotonic() and sleep(): {clock!r} lacks {lacks}")
+    for obs in observers:
+        if not callable(getattr(obs, "on_event", None)):
+            raise TypeError(f"observer {obs!r} has no on_event(event) method")
+    if policy is not None and not isinstance(policy, RunPolicy):
+        raise TypeError(f"policy must be a planrail.RunPolicy, not {type(policy).__name__}")
+    check_security(security)
 
 
 class Execution:
@@ -116,8 +155,8 @@ class Execution:
         call_guard: CallGuard | None = None,
         previous: Plan | None = None,
     ) -> None:
-        if max_concurrency is not None and max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
+        observers = list(observers)
+        _check_options(run_id, max_concurrency, failure_mode, clock, observers, policy, security)
         check_store(store)
         self.registry = ToolRegistry.of(tools)
         self.compiled = CompiledPlan.of(plan, self.registry).for_registry(self.registry)
@@ -125,8 +164,6 @@ class Execution:
         object the run, its redactor, provenance and approval screens read."""
         plan = self.plan = self.compiled.plan
         self.run_id = run_id or new_run_id()
-        if (problem := surrogate_problem(self.run_id)) is not None:  # no store could keep it
-            raise ExecutionError(f"the run id {problem}")
         self.max_concurrency = max_concurrency
         self.failure_mode = failure_mode
         self.clock = clock

@@ -62,6 +62,7 @@ __all__ = [
     "ToolCallLimitError",
     "args_digest",
     "check_approval",
+    "check_security",
     "denial_of",
 ]
 
@@ -569,3 +570,13 @@ class CallApprovalRequest:
 ApproveCall = Callable[[CallApprovalRequest], "bool | Mapping[str, Any] | Awaitable[Any]"]
 """``approve_call(request)`` → True/False, or an approval record ``{"args_hash", "by", ...}``
 whose ``args_hash`` must equal the request's (anything else is a refusal). May be async."""
+
+
+def check_security(security: object) -> None:
+    """A TypeError unless ``security`` is None or a :class:`SecurityPolicy` (a dict or a path
+    given for one would otherwise fail far from where it was given)."""
+    if security is not None and not isinstance(security, SecurityPolicy):
+        raise TypeError(
+            f"security must be a planrail.SecurityPolicy, not {type(security).__name__}"
+            " (SecurityPolicy.load(path) reads one from a file)"
+        )

@@ -23,7 +23,7 @@ from planrail.plan.secrets import REDACTED
 from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
 from planrail.plan.validate import ValidationOptions, check_plan
 from planrail.policies.limits import RunPolicy
-from planrail.policies.security import ApproveCall, SecurityPolicy
+from planrail.policies.security import ApproveCall, SecurityPolicy, check_security
 from planrail.runs.llm_step import LLMStepHandler
 from planrail.store.base import Store, check_store
 from planrail.types import Clock, Observer
@@ -139,6 +139,7 @@ def validation_options(security: SecurityPolicy | None) -> ValidationOptions:
     """How a run's plan is validated under its security policy: a strict policy makes a
     placeholder literal (``"<user_id>"``, ``"{{a.id}}"``) in the arguments of a step that
     changes the world an error, so nothing runs with it."""
+    check_security(security)
     if security is not None and security.strict:
         return ValidationOptions(placeholders_in_side_effects="error")
     return ValidationOptions()
