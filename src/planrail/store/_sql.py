@@ -212,7 +212,8 @@ class SQLStoreBase(StoreBase):
 
     A backend sets ``_sql`` (its :class:`Statements`), ``_conn`` and ``_lock``, and provides
     ``_write(what)`` (a context manager yielding a connection inside one transaction),
-    ``_read(sql, params)`` and, where the connection cannot ``executemany``, ``_cursor(conn)``.
+    ``_query(sql, params)`` (the rows of one read; :meth:`_read` calls it) and, where the
+    connection cannot ``executemany``, ``_cursor(conn)``.
     """
 
     _sql: Statements
