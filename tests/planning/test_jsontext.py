@@ -31,7 +31,12 @@ def test_extract_json_tolerates_what_models_write(text: str, expected: object) -
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("", "empty"), ("no json here", "no JSON"), ('{"a": 1', "not valid JSON")],
+    [
+        ("", "empty"),
+        ("no json here", "no JSON"),
+        ('{"a": 1', "not valid JSON"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),  # was a RecursionError
+    ],
 )
 def test_extract_json_says_why_it_fails(text: str, message: str) -> None:
     """Unreadable answers raise LLMAnswerError with the reason."""
@@ -60,6 +65,14 @@ def test_step_stream_emits_each_step_when_complete() -> None:
     assert scanner.feed(text[:cut]) == [plan["steps"][0]]
     assert scanner.feed(text[cut:]) == [plan["steps"][1]]
     assert scanner.count == 2
+
+
+def test_a_step_nested_too_deeply_is_not_emitted_and_raises_nothing() -> None:
+    """A streamed step nested past what can be parsed is no startable step (the whole answer
+    is then refused by ``extract_json``, with its reason); the stream does not raise."""
+    deep = '{"steps": [{"id": "a", "args": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}, "
+    scanner = StepStream()
+    assert scanner.feed(deep + '{"id": "b"}]}') == [{"id": "b"}]
 
 
 @given(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30))

@@ -53,6 +53,10 @@ def extract_json(text: str) -> Any:
                 raise LLMAnswerError(
                     f"the answer holds unreadable JSON: {exc}", text=text
                 ) from None
+            except RecursionError:  # no plan nests this deep (the loader's limit is 64)
+                raise LLMAnswerError(
+                    "the answer holds JSON nested too deeply to read", text=text
+                ) from None
     if start is None:
         raise LLMAnswerError(
             f"the answer holds no JSON object: {_clip(stripped)!r}", text=text

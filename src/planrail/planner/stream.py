@@ -110,5 +110,7 @@ def _parse(text: str) -> dict[str, Any] | None:
             value = json.loads(attempt)
         except ValueError:
             continue
+        except RecursionError:  # nested too deep to be a step: the whole answer says so
+            return None
         return value if isinstance(value, dict) else None
     return None
