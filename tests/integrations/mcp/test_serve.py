@@ -139,3 +139,18 @@ async def test_serve_over_streamable_http(tmp_path: Path) -> None:
     finally:
         proc.kill()
         await proc.wait()
+
+
+async def test_an_anticipated_refusal_reaches_the_client_with_its_reason(tmp_path: Path) -> None:
+    """An unknown run id or a bad limit is the caller's mistake: the error result carries the
+    reason (a plain exception would reach the client as a bare "Error executing tool", and be
+    logged on the server as a crash)."""
+    async with Client(serve(tmp_path / "runs.db")) as client:
+        unknown = await client.call_tool("get_run", {"run_id": "nope"})
+        assert unknown.is_error
+        assert "no run 'nope' in this store" in unknown.content[0].text  # type: ignore[union-attr]
+        bad = await client.call_tool("list_runs", {"limit": -1})
+        assert bad.is_error
+        assert "limit must be >= 0" in bad.content[0].text  # type: ignore[union-attr]
+        huge = structured(await client.call_tool("list_runs", {"limit": 10**30}))
+        assert huge["result"] == []

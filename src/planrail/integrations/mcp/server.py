@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
@@ -109,12 +110,16 @@ class Service:
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         result = load_result(self.store, run_id)
-        if result is None:
-            raise ValueError(f"no run '{run_id}' in this store")
+        if result is None:  # anticipated: the caller reads why (a ValueError reads as a crash)
+            raise ToolError(f"no run '{run_id}' in this store")
         data: dict[str, Any] = result.to_dict()
         return data
 
     def list_runs(self, status: str | None, limit: int) -> list[RunSummary]:
+        try:
+            found = self.store.list_runs(status=status, limit=limit)
+        except ValueError as exc:  # a bad status or limit, said as the store says it
+            raise ToolError(str(exc)) from None
         return [
             RunSummary(
                 run_id=r.run_id,
@@ -124,7 +129,7 @@ class Service:
                 goal=str(r.plan.get("goal", "")),
                 steps=len(r.plan.get("steps", [])),
             )
-            for r in self.store.list_runs(status=status, limit=limit)
+            for r in found
         ]
 
     def catalog(self) -> dict[str, Any]:
