@@ -29,6 +29,7 @@ from planrail.observe.graph import DepGraph
 from planrail.observe.layout import to_svg
 from planrail.plan.tools import ToolRegistry
 from planrail.runs import resume as resume_run
+from planrail.store.base import Event as StoredEvent
 from planrail.store.base import RunNotFoundError, RunRecord, Store
 from planrail.types import Clock
 from planrail.web import pages
@@ -105,12 +106,11 @@ def create_app(dash: Dashboard) -> Any:
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         try:
-            run = await _run(dash, run_id)
+            run, steps, events = await _snapshot(dash, run_id)
         except RunNotFoundError as exc:
             return HTMLResponse(pages.not_found(exc.message), status_code=404)
-        steps = await dash.call(dash.store.get_steps, run_id)
         svg = to_svg(DepGraph.of(run.plan))  # uncoloured: the script paints the live states
-        info = await _run_info(dash, run, steps)
+        info = _run_info(dash, run, steps, events)
         gantt = gantt_svg(timeline(run, steps, dash.clock.now()))
         return HTMLResponse(pages.run_page(dash.guard.csrf, info, svg, gantt))
 
@@ -145,8 +145,7 @@ def create_app(dash: Dashboard) -> Any:
         return _json({"runs": rows})
 
     async def api_run(request: Request) -> Response:
-        run, steps = await _run_and_steps(dash, request.path_params["run_id"])
-        return _json(await _run_info(dash, run, steps))
+        return _json(_run_info(dash, *await _snapshot(dash, request.path_params["run_id"])))
 
     async def api_timeline(request: Request) -> Response:
         run, steps = await _run_and_steps(dash, request.path_params["run_id"])
@@ -218,8 +217,22 @@ async def _run_and_steps(dash: Dashboard, run_id: str) -> tuple[RunRecord, dict[
     return run, await dash.call(dash.store.get_steps, run_id)
 
 
-async def _run_info(dash: Dashboard, run: RunRecord, steps: dict[str, Any]) -> dict[str, Any]:
-    events = await dash.call(dash.store.events, run.run_id)
+async def _snapshot(
+    dash: Dashboard, run_id: str
+) -> tuple[RunRecord, dict[str, Any], list[StoredEvent]]:
+    """The run, its steps and its events, for a page that then follows the run's stream from
+    the last event's seq. The events are read first: a step that changes after that seq
+    reaches the page by the stream even when the steps read next already show it. Read the
+    other way round, a step ending between the two reads was in neither, and its node stayed
+    as it was drawn."""
+    events = await dash.call(dash.store.events, run_id)
+    run = await _run(dash, run_id)
+    return run, await dash.call(dash.store.get_steps, run_id), events
+
+
+def _run_info(
+    dash: Dashboard, run: RunRecord, steps: dict[str, Any], events: list[StoredEvent]
+) -> dict[str, Any]:
     masker = Masker(run, dash.registry)
     statuses = {str(s.get("id")): "pending" for s in run.plan.get("steps", [])}
     statuses.update({sid: str(r.status) for sid, r in steps.items()})
