@@ -200,6 +200,11 @@ def test_undecodable_command_line_bytes_are_refused_and_change_nothing(
         assert code != 0, command
         assert "no run 'r_b\\udcff'" in said, command
     assert ("operator_action", "refuse") not in _events(store_url, "r_b")
+    code, said = raw(b"run", b"plan.json", b"--tools", TOOLS_FILE.encode(), b"--store", store,
+                     b"--yes", b"--run-id", b"r_new\xff")  # fmt: skip
+    assert code == 2
+    assert "the run id holds a lone surrogate ('\\udcff')" in said
+    assert _ledger(env) == []  # nothing ran
     check = open_store(store_url)
     try:
         assert check.get_run("r_b").status == "awaiting_approval"  # type: ignore[union-attr]

@@ -189,6 +189,7 @@ def test_events_after_seq_returns_only_later_events_in_order(
     assert store.events("run-1") == stored
     assert store.events("run-1", after_seq=3) == stored[3:]
     assert store.events("run-1", after_seq=5) == []
+    assert store.events("run-1", after_seq=10**30) == []  # past SQL integers: nothing after
     assert store.events("nope") == []
 
 

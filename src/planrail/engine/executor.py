@@ -167,7 +167,7 @@ class Execution:
         self.max_concurrency = max_concurrency
         self.failure_mode = failure_mode
         self.clock = clock
-        self.observers = list(observers)
+        self.observers = observers  # a list already (checked above)
         self.store = store
         self.lease_ttl = lease_ttl
         self.lease_wait = lease_wait

@@ -311,12 +311,7 @@ def _check_bounds(data: Any, limits: PlanLimits) -> None:
             raise LimitExceeded(f"the plan holds more than {max_nodes:,} values")
         t = type(value)
         if t is str:
-            if len(value) > max_len:
-                raise LimitExceeded(
-                    f"{_where(at)}: a string of {len(value):,} characters; the limit is {max_len:,}"
-                )
-            if (problem := surrogate_problem(value)) is not None:
-                raise PlanLoadError(f"{_where(at)}: the string {problem}")
+            _check_text(value, at, max_len)
         elif t is dict or (t is not list and isinstance(value, dict)):
             if depth >= max_depth:
                 raise LimitExceeded(f"{_clip(_where(at))}: nested deeper than {max_depth} levels")
@@ -330,13 +325,8 @@ def _check_bounds(data: Any, limits: PlanLimits) -> None:
             if depth >= max_depth:
                 raise LimitExceeded(f"{_clip(_where(at))}: nested deeper than {max_depth} levels")
             stack.extend((v, depth + 1, (at, i)) for i, v in enumerate(value))
-        elif isinstance(value, str):
-            if len(value) > max_len:
-                raise LimitExceeded(
-                    f"{_where(at)}: a string of {len(value):,} characters; the limit is {max_len:,}"
-                )
-            if (problem := surrogate_problem(value)) is not None:
-                raise PlanLoadError(f"{_where(at)}: the string {problem}")
+        elif isinstance(value, str):  # a str subclass
+            _check_text(value, at, max_len)
         elif value is None or isinstance(value, bool | int | float):
             if isinstance(value, float) and not math.isfinite(value):
                 shown = "NaN" if value != value else "Infinity"
@@ -345,6 +335,15 @@ def _check_bounds(data: Any, limits: PlanLimits) -> None:
             raise PlanLoadError(
                 f"{_where(at)}: {type(value).__name__} values are not allowed in a plan (JSON only)"
             )
+
+
+def _check_text(value: str, at: Any, max_len: int) -> None:
+    if len(value) > max_len:
+        raise LimitExceeded(
+            f"{_where(at)}: a string of {len(value):,} characters; the limit is {max_len:,}"
+        )
+    if (problem := surrogate_problem(value)) is not None:
+        raise PlanLoadError(f"{_where(at)}: the string {problem}")
 
 
 def _where(at: Any) -> str:

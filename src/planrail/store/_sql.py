@@ -27,6 +27,7 @@ from planrail.store._codec import (
     missing_run,
 )
 from planrail.store.base import (
+    MAX_SQL_INT,
     Event,
     Intent,
     Lease,
@@ -307,7 +308,8 @@ class SQLStoreBase(StoreBase):
         return {r[1]: decode_step(r) for r in self._read(self._sql.get_steps, (run_id,))}
 
     def events(self, run_id: str, after_seq: int = 0) -> list[Event]:
-        return [decode_event(r) for r in self._read(self._sql.get_events, (run_id, after_seq))]
+        after = min(after_seq, MAX_SQL_INT)  # past it there is nothing, not a driver error
+        return [decode_event(r) for r in self._read(self._sql.get_events, (run_id, after))]
 
     def intents(self, run_id: str) -> list[Intent]:
         return [decode_intent(r) for r in self._read(self._sql.get_intents, (run_id,))]

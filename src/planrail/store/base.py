@@ -327,10 +327,11 @@ def check_list_args(status: str | None, limit: int | None) -> int | None:
         raise ValueError(f"limit must be a whole number, not {type(limit).__name__}")
     if limit < 0:
         raise ValueError("limit must be >= 0")
-    return None if limit > _MAX_SQL_INT else limit
+    return None if limit > MAX_SQL_INT else limit
 
 
-_MAX_SQL_INT = 2**63 - 1
+MAX_SQL_INT = 2**63 - 1
+"""The largest integer a SQL store's columns and parameters hold."""
 
 
 def check_lease_args(ttl: float) -> None:
