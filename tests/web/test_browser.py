@@ -11,6 +11,7 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import planrail
 from planrail.engine.approval import defer
@@ -133,6 +134,30 @@ def test_approve_a_waiting_plan_and_see_it_run(served: Served, page: Any) -> Non
     _node(page, "mail", "succeeded")
     actions = [e.data.get("action") for e in served.store.events("approve-1")]
     assert "approve" in actions
+
+
+def test_a_run_whose_id_holds_a_slash_is_reached_and_approved_by_its_links(
+    served: Served, page: Any
+) -> None:
+    """``weekly/mail?1``: the run list's link, the run page's approval link, "approve and
+    run" and the live run page all reach that run (its id is one encoded path segment)."""
+    rid = "weekly/mail?1"
+    execution = planrail.runs.prepare(
+        MAIL, registry(), store=served.store, approver=defer, run_id=rid
+    )
+    assert asyncio.run(execution.run()).status == "awaiting_approval"
+    run_path = "/runs/" + quote(rid, safe="")
+    page.goto(served.url("/"))
+    page.click(f'#runs tr[data-run="{rid}"] a')
+    page.wait_for_url(lambda url: url.endswith(run_path))
+    page.click("#approval-link")
+    page.wait_for_url(lambda url: url.endswith(run_path + "/approval"))
+    assert "ops@example.com" in page.inner_text('tr[data-step="mail"]')
+    page.click("#approve")
+    page.wait_for_url(lambda url: url.endswith(run_path))
+    _run_status(page, "succeeded")
+    _node(page, "mail", "succeeded")
+    assert served.store.get_run(rid).status == "succeeded"  # type: ignore[union-attr]
 
 
 UNSAFE = {

@@ -34,6 +34,7 @@ from planrail.store.base import RunNotFoundError, RunRecord, Store
 from planrail.types import Clock
 from planrail.web import pages
 from planrail.web.gantt import gantt_svg
+from planrail.web.paths import ExactSegments, param
 from planrail.web.security import Guard, GuardMiddleware
 from planrail.web.views import (
     FILTERS,
@@ -95,13 +96,14 @@ async def _run(dash: Dashboard, run_id: str) -> RunRecord:
 
 
 def create_app(dash: Dashboard) -> Any:
-    """The ASGI app (the Starlette app wrapped in the :class:`GuardMiddleware`)."""
+    """The ASGI app: the Starlette app inside the :class:`GuardMiddleware`, inside
+    :class:`~planrail.web.paths.ExactSegments` (a run id is one path segment, whatever it holds)."""
 
     async def list_page(request: Request) -> Response:
         return HTMLResponse(pages.run_list(dash.guard.csrf, FILTERS))
 
     async def run_page(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = param(request, "run_id")
         try:
             run, steps, events = await _snapshot(dash, run_id)
         except RunNotFoundError as exc:
@@ -112,7 +114,7 @@ def create_app(dash: Dashboard) -> Any:
         return HTMLResponse(pages.run_page(dash.guard.csrf, info, svg, gantt))
 
     async def approval_page(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = param(request, "run_id")
         try:
             run = await _run(dash, run_id)
             previous = await dash.call(previous_version, dash.store, run)
@@ -124,7 +126,7 @@ def create_app(dash: Dashboard) -> Any:
         return HTMLResponse(pages.approval_page(dash.guard.csrf, view, dash.can_resume))
 
     async def static(request: Request) -> Response:
-        name = request.path_params["name"]
+        name = param(request, "name")
         kind = {"js": "text/javascript", "css": "text/css"}.get(name.rpartition(".")[2])
         if kind is None or "/" in name:
             return Response("not found", 404)
@@ -142,22 +144,22 @@ def create_app(dash: Dashboard) -> Any:
         return _json({"runs": rows})
 
     async def api_run(request: Request) -> Response:
-        return _json(_run_info(dash, *await _snapshot(dash, request.path_params["run_id"])))
+        return _json(_run_info(dash, *await _snapshot(dash, param(request, "run_id"))))
 
     async def api_timeline(request: Request) -> Response:
-        run, steps = await _run_and_steps(dash, request.path_params["run_id"])
+        run, steps = await _run_and_steps(dash, param(request, "run_id"))
         svg = gantt_svg(timeline(run, steps, dash.clock.now()))
         return Response(svg, media_type="image/svg+xml")
 
     async def api_step(request: Request) -> Response:
-        run, steps = await _run_and_steps(dash, request.path_params["run_id"])
-        step_id = request.path_params["step_id"]
+        run, steps = await _run_and_steps(dash, param(request, "run_id"))
+        step_id = param(request, "step_id")
         events = await dash.call(dash.store.events, run.run_id)
         masker = Masker(run, dash.registry)
         return _json(step_detail(run, steps.get(step_id), step_id, events, masker))
 
     async def api_events(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = param(request, "run_id")
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         try:
             after = max(0, int(raw))
@@ -170,9 +172,9 @@ def create_app(dash: Dashboard) -> Any:
         )
 
     async def act(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        action = request.path_params["action"]
-        step_id = request.path_params.get("step_id")
+        run_id = param(request, "run_id")
+        action = param(request, "action")
+        step_id = param(request, "step_id") if "step_id" in request.path_params else None
         try:
             raw = await request.body()
             body = json.loads(raw, parse_constant=_refuse_constant) if raw else {}
@@ -206,7 +208,7 @@ def create_app(dash: Dashboard) -> Any:
         Route("/api/runs/{run_id}/{action}", act, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={RunNotFoundError: not_found})
-    return GuardMiddleware(app, dash.guard)
+    return ExactSegments(GuardMiddleware(app, dash.guard))
 
 
 async def _run_and_steps(dash: Dashboard, run_id: str) -> tuple[RunRecord, dict[str, Any]]:

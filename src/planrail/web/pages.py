@@ -10,6 +10,7 @@ import json
 from html import escape
 from typing import Any
 
+from planrail.web.paths import run_path
 from planrail.web.views import status_colors
 
 __all__ = ["approval_page", "not_found", "run_list", "run_page"]
@@ -55,15 +56,15 @@ def run_list(csrf: str, filters: dict[str, str]) -> str:
 
 
 def _actions(info: dict[str, Any]) -> str:
-    rid = escape(info["run_id"])
     resume_note = (
         ""
         if info["can_resume"]
         else '<span class="muted" id="no-resume">resume disabled: start `planrail ui` with '
         "--tools/--catalog to run steps from here</span>"
     )
+    approval = escape(run_path(info["run_id"], "/approval"))
     return f"""<div class="actions">
-<a class="button" id="approval-link" href="/runs/{rid}/approval">approval</a>
+<a class="button" id="approval-link" href="{approval}">approval</a>
 <button type="button" id="cancel" data-action="cancel">cancel run</button>
 <button type="button" id="resume" data-action="resume"
  {"" if info["can_resume"] else "disabled"}>resume</button>{resume_note}
@@ -140,7 +141,7 @@ def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
     )
     body = f"""
 <section class="run-head"><h1>approve: {escape(view["goal"] or view["run_id"])}</h1>
-<div>run <a href="/runs/{escape(view["run_id"])}"><code>{escape(view["run_id"])}</code></a>
+<div>run <a href="{escape(run_path(view["run_id"]))}"><code>{escape(view["run_id"])}</code></a>
 · status <span id="run-status" class="status s-{escape(view["status"])}">
 {escape(view["status"])}</span></div>
 <div>plan hash <code id="plan-hash">{escape(view["plan_hash"])}</code></div>
@@ -187,7 +188,7 @@ def _diff(diff: dict[str, Any] | None) -> str:
     )
     return f"""<section id="diff" class="diff"><h2>changed since the approved version
 <code title="{escape(diff["previous_hash"])}">{escape(diff["previous_hash"][:19])}…</code>
-(run <a href="/runs/{prev}/approval"><code>{prev}</code></a>)</h2>
+(run <a href="{escape(run_path(diff["previous_run"], "/approval"))}"><code>{prev}</code></a>)</h2>
 <div class="diff-lists">{steps("added")}{steps("removed")}{steps("changed")}</div>
 {table}</section>"""
 
