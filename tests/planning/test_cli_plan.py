@@ -152,3 +152,46 @@ def test_plan_generation_options_reach_the_server(tmp_path: Path, server: LLMTes
     assert planning[0]["structured"] == "json_schema"
     assert planning[0]["prompt"] == "compact"
     assert json.loads(planning[0]["raw"]) == plan
+
+
+def _placeholder_plan() -> dict[str, object]:
+    plan = good_plan()
+    plan["steps"][3]["args"]["user_id"] = "<USER_ID>"  # type: ignore[index]
+    return plan
+
+
+def test_plan_shows_the_models_plan_warnings_before_the_approval_screen(
+    tmp_path: Path, server: LLMTestServer
+) -> None:
+    """A placeholder the model wrote is shown as ``planrail run`` shows a plan file's, before
+    the person is asked: they approve (or not) knowing it runs as written."""
+    module, log = _tools(tmp_path)
+    server.add(Reply.json(_placeholder_plan()))
+    args = ["plan", GOAL, "--tools", str(module), "--model", "openai:test-model"]
+    args += ["--base-url", server.url, "--no-stream"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 4, result.output
+    warning = result.output.index("warning [placeholder_literal] step 'mail'")
+    assert warning < result.output.index("approval needed")
+    assert "$.steps[3].args.user_id" in result.output
+    assert _calls(log) == []
+
+
+def test_plan_strict_has_the_model_repair_a_placeholder(
+    tmp_path: Path, server: LLMTestServer
+) -> None:
+    """With --strict the placeholder is an error of the plan: the model is asked to repair
+    it, and the repaired plan runs (the run refused the accepted plan with a traceback)."""
+    module, log = _tools(tmp_path)
+    policy = tmp_path / "policy.json"
+    everything = [{"tool": "*", "action": "allow"}, {"arg": "*", "from": ["*"], "action": "allow"}]
+    policy.write_text(json.dumps({"strict": True, "rules": everything}))
+    server.add(Reply.json(_placeholder_plan()), Reply.json(good_plan()), "A summary.")
+    args = ["plan", GOAL, "--tools", str(module), "--model", "openai:test-model"]
+    args += ["--base-url", server.url, "--policy", str(policy), "--yes", "--json", "--no-stream"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [a["kind"] for a in data["planning"]] == ["plan", "repair"]
+    assert data["planning"][0]["issues"][0]["code"] == "placeholder_literal"
+    assert sorted(_calls(log)) == ["create_account", "search", "send_email"]

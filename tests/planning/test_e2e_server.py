@@ -6,6 +6,7 @@ import json
 
 from planrail.agent import Agent, approve_all
 from planrail.llm.openai_client import OpenAIClient
+from planrail.policies.security import Rule, SecurityPolicy
 from planrail.testing.llm_server import LLMTestServer, Reply
 
 from .conftest import Kit
@@ -97,3 +98,59 @@ async def test_llm_step_with_output_schema_gets_structured_output(
     assert fmt["type"] == "json_schema"
     assert fmt["json_schema"]["name"] == "summary"
     assert kit.calls[-1][1]["body"] == "Short summary."
+
+
+def _placeholder_plan() -> dict[str, object]:
+    plan = good_plan()
+    plan["steps"][3]["args"]["user_id"] = "<USER_ID>"  # type: ignore[index]
+    return plan
+
+
+async def test_under_a_strict_policy_the_model_repairs_a_placeholder(
+    server: LLMTestServer, kit: Kit, openai_llm: OpenAIClient
+) -> None:
+    """The planner validates as the run will: a strict policy's placeholder in a step that
+    changes the world is an error the model is asked to repair (it was accepted as a plan,
+    and then refused by the run with a PlanValidationError out of Agent.run)."""
+    server.add(Reply.json(_placeholder_plan()), Reply.json(good_plan()), "A summary.")
+    strict = SecurityPolicy(strict=True, rules=(Rule(tool="*", action="allow"),))
+    agent = Agent(
+        openai_llm,
+        kit.tools,
+        approval=approve_all,
+        security=strict,
+        approve_call=lambda request: True,  # the person asked about each derived argument
+    )
+    result = await agent.run(GOAL)
+    assert result.status == "succeeded", result.reason
+    assert [a.kind for a in result.attempts] == ["plan", "repair"]
+    assert [i.code for i in result.attempts[0].issues] == ["placeholder_literal"]
+    assert "[placeholder_literal] step 'mail'" in server.completions[1].messages[-1]["content"]
+    [sent] = [args for name, args in kit.calls if name == "send_email"]
+    assert sent["user_id"].startswith("u_")  # the account's id, not the placeholder
+
+
+async def test_a_strict_run_of_a_plan_never_repaired_is_invalid_and_calls_nothing(
+    server: LLMTestServer, kit: Kit, openai_llm: OpenAIClient
+) -> None:
+    server.add(*[Reply.json(_placeholder_plan())] * 2)
+    strict = SecurityPolicy(strict=True, rules=(Rule(tool="*", action="allow"),))
+    agent = Agent(openai_llm, kit.tools, approval=approve_all, security=strict, max_repairs=1)
+    result = await agent.run(GOAL)
+    assert result.status == "invalid"
+    assert "placeholder_literal" in (result.reason or "")
+    assert kit.calls == []
+
+
+async def test_a_valid_plans_warnings_are_kept_on_its_attempt(
+    server: LLMTestServer, kit: Kit, openai_llm: OpenAIClient
+) -> None:
+    """Without a strict policy the placeholder is a warning: the plan is approved as written,
+    and its attempt (and the plan_valid trace event) say what may be a mistake in it."""
+    server.add(Reply.json(_placeholder_plan()), "A summary.")
+    result = await Agent(openai_llm, kit.tools, approval=approve_all).run(GOAL)
+    assert result.status == "succeeded", result.reason
+    assert [w.code for w in result.attempts[0].warnings] == ["placeholder_literal"]
+    assert result.attempts[0].to_dict()["warnings"][0]["path"] == "$.steps[3].args.user_id"
+    valid = [e for e in result.trace if e.type == "plan_valid"]
+    assert valid[0].data["warnings"][0]["code"] == "placeholder_literal"

@@ -35,7 +35,7 @@ from planrail.planner.planner import Planner, PlanningError, PromptMode
 from planrail.planner.retry import LLMRetry
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy
-from planrail.runs.build import prepare
+from planrail.runs.build import prepare, validation_options
 from planrail.runs.llm_step import LLMStepHandler
 from planrail.store.base import Store
 from planrail.types import Clock, Observer, StepStatus
@@ -187,6 +187,7 @@ class Agent:
             max_repairs=self.max_repairs,
             retry=self.retry,
             clock=self.clock,
+            options=validation_options(self.security),
             on_event=lambda kind, data: self._planner_event(trace, kind, data),
             prompt=self.prompt,
         )

@@ -95,20 +95,8 @@ class AgentResult:
             plan=self.plan.to_json_data() if self.plan is not None else None,
             replans=self.replans,
             usage=self.usage,
-            planning=[
-                {
-                    "kind": a.kind,
-                    "issues": [i.to_dict() for i in a.issues],
-                    "changes": a.changes,
-                    "usage": a.usage.to_dict(),
-                    "retries": a.retries,
-                    "structured": a.structured,
-                    "fallbacks": a.fallbacks,
-                    "finish_reason": a.finish_reason,
-                    "prompt": a.prompt,
-                    "raw": a.raw,
-                }
-                for a in self.attempts
+            planning=[  # each attempt but what was sent (the whole prompt, every time)
+                {k: v for k, v in a.to_dict().items() if k != "messages"} for a in self.attempts
             ],
         )
         return data

@@ -125,7 +125,7 @@ def review_cmd(
     if report.compiled is None:
         report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
-    print_warnings(console, report, str(plan))
+    print_warnings(console, report.warnings, str(plan))
     try:
         execution = prepare(report.compiled, registry, security=security)
     except PlanrailError as exc:

@@ -43,10 +43,11 @@ from planrail.cli.common import (
 from planrail.cli.interrupts import python_sigint
 from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
-from planrail.cli.render import print_result
+from planrail.cli.render import print_result, print_warnings
 from planrail.errors import PlanrailError
 from planrail.llm import Budget, PriceTable, open_llm
 from planrail.plan.secrets import Redactor
+from planrail.plan.validate import Issue
 
 __all__: list[str] = []
 
@@ -207,10 +208,27 @@ def plan_cmd(
 
 
 def _observers(console: Console, trace: Path | None, *, quiet: bool) -> list[Any]:
-    """The same observers as ``planrail run``: the trace file, OpenTelemetry, progress lines."""
+    """The same observers as ``planrail run`` (the trace file, OpenTelemetry, progress lines),
+    and the valid plan's warnings, printed as ``run`` prints a plan file's."""
     from planrail.cli.progress import observers_for
 
-    return observers_for(trace, console, quiet=quiet)
+    return [*observers_for(trace, console, quiet=quiet), PlanWarnings(console)]
+
+
+class PlanWarnings:
+    """Prints each valid plan's warnings (a placeholder such as ``<user_id>``, a lint) as the
+    planner finds it: before its approval screen, or before it runs with ``--yes``."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def on_event(self, event: Any) -> None:
+        """A run's events: nothing to print here."""
+
+    def on_planner_event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "plan_valid":
+            warnings = [Issue(**w) for w in data.get("warnings", ())]
+            print_warnings(self.console, warnings, f"the model's plan (attempt {data['attempt']})")
 
 
 async def _run(agent: Agent, goal: str) -> AgentResult:

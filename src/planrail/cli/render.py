@@ -41,15 +41,15 @@ def print_issues(console: Console, report: ValidationReport, source: str) -> Non
     _issues(console, report.errors, report.warnings)
 
 
-def print_warnings(console: Console, report: ValidationReport, source: str) -> None:
+def print_warnings(console: Console, warnings: list[Issue], source: str) -> None:
     """A valid plan's warnings, printed before it runs (nothing when it has none): what may
     be a mistake in it — a placeholder such as ``TBD``, a lint — is seen before approving."""
-    if report.warnings:
+    if warnings:
         console.print(
-            f"[yellow]![/] {source} is valid, with {_count(report.warnings, 'warning')}:"
+            f"[yellow]![/] {escape(source)} is valid, with {_count(warnings, 'warning')}:"
             " it runs as written"
         )
-        _issues(console, [], report.warnings)
+        _issues(console, [], warnings)
 
 
 def _issues(console: Console, errors: list[Issue], warnings: list[Issue]) -> None:

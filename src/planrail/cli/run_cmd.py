@@ -155,7 +155,7 @@ def run_cmd(
         report_invalid(console, report, str(plan), json_out)
         raise typer.Exit(ExitCode.INVALID_PLAN)
     assert report.compiled is not None
-    print_warnings(console, report, str(plan))
+    print_warnings(console, report.warnings, str(plan))
     run(
         console,
         report.compiled,

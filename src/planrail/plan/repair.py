@@ -35,7 +35,7 @@ from planrail.plan.refs import (
     parse_template,
 )
 from planrail.plan.tools import AnyTool, ToolRegistry
-from planrail.plan.validate import ValidationReport, validate
+from planrail.plan.validate import ValidationOptions, ValidationReport, check_plan
 
 __all__ = ["RepairResult", "repair"]
 
@@ -63,25 +63,28 @@ def repair(
     tools: ToolRegistry | Iterable[AnyTool] | None = None,
     *,
     limits: PlanLimits | None = None,
+    options: ValidationOptions | None = None,
 ) -> RepairResult:
     """Normalise aliases and add the ``depends_on`` edges a plan's references imply.
 
     ``source`` is anything :func:`~planrail.plan.validate.validate` accepts; it is never
     modified. A source that cannot be read is returned unrepaired with its validation report.
+    The report is :func:`~planrail.plan.validate.check_plan`'s with ``options`` (those of the
+    run the plan is for: a strict policy's placeholders are errors to repair).
     """
     limits = limits or PlanLimits()
     try:
         data = _read(source, limits)
     except PlanLoadError:
-        return RepairResult({}, [], validate(source, tools, limits=limits))
+        return RepairResult({}, [], check_plan(source, tools, limits=limits, options=options))
     if not isinstance(data, dict):
-        return RepairResult({}, [], validate(source, tools, limits=limits))
+        return RepairResult({}, [], check_plan(source, tools, limits=limits, options=options))
     data, notes = normalize(data)
     changes = [f"{path}: {message}" for _, path, message in notes]
     skipped: list[str] = []
     if isinstance(data.get("steps"), list):
         _add_missing_edges(data["steps"], changes, skipped)
-    report = validate(data, tools, limits=limits)
+    report = check_plan(data, tools, limits=limits, options=options)
     return RepairResult(data, changes, report, skipped)
 
 

@@ -32,7 +32,7 @@ from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
 from planrail.plan.repair import repair
 from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
-from planrail.plan.validate import Issue, ValidationReport
+from planrail.plan.validate import Issue, ValidationOptions, ValidationReport
 from planrail.planner import prompt as prompts
 from planrail.planner.compact import COMPACT_CONTEXT, compact_messages, compact_repair_message
 from planrail.planner.finished import DATA_NOTE, ReplanView, shown_outputs
@@ -63,6 +63,9 @@ class Attempt:
     """The answer as received."""
     issues: list[Issue] = field(default_factory=list)
     """Errors left after the automatic fixes (empty when the plan was valid)."""
+    warnings: list[Issue] = field(default_factory=list)
+    """The valid plan's warnings: what may be a mistake in it (a placeholder such as
+    ``<user_id>``, a lint), for a person to see before approving."""
     changes: list[str] = field(default_factory=list)
     """What was fixed automatically, without a model call."""
     usage: Usage = field(default_factory=Usage)
@@ -85,6 +88,7 @@ class Attempt:
             "messages": self.messages,
             "raw": self.raw,
             "issues": [i.to_dict() for i in self.issues],
+            "warnings": [i.to_dict() for i in self.warnings],
             "changes": self.changes,
             "usage": self.usage.to_dict(),
             "retries": self.retries,
@@ -140,6 +144,7 @@ class Planner:
         llm_steps: bool = True,
         instructions: str = prompts.PLANNER_INSTRUCTIONS,
         limits: PlanLimits | None = None,
+        options: ValidationOptions | None = None,
         on_event: PlannerEvent | None = None,
         prompt: PromptMode = "auto",
         max_steps: int = DEFAULT_MAX_STEPS,
@@ -155,6 +160,10 @@ class Planner:
         self.clock = clock
         self.instructions = instructions
         self.limits = limits
+        self.options = options
+        """How plans are validated: those of the run they are for (a strict security policy
+        makes a placeholder in a world-changing step an error, which the model is asked to
+        repair, instead of a plan that its run then refuses)."""
         self.llm_steps = llm_steps
         self.schema = prompts.plan_schema(self.registry, llm_steps=llm_steps, max_steps=max_steps)
         self.on_event = on_event
@@ -245,7 +254,7 @@ class Planner:
         data, fixed = prefix_fixes(data, self.registry, prefix_ids(prefix))
         changes.extend(fixed)
         if not prefix:
-            result = repair(data, self.registry, limits=self.limits)
+            result = repair(data, self.registry, limits=self.limits, options=self.options)
             return result.plan_data or data, changes + result.changes, result.report
         steps = data.get("steps")
         new = list(steps) if isinstance(steps, list) else []
@@ -255,7 +264,12 @@ class Planner:
                 changes.append(f"$.steps[{i}]: dropped; it repeats a finished step")
         data, dropped = merge_stages(data, stages)
         changes.extend(dropped)
-        result = repair({**data, "steps": [*prefix, *new]}, self.registry, limits=self.limits)
+        result = repair(
+            {**data, "steps": [*prefix, *new]},
+            self.registry,
+            limits=self.limits,
+            options=self.options,
+        )
         shown = dict(result.plan_data or data)
         if isinstance(shown.get("steps"), list):
             shown["steps"] = shown["steps"][len(prefix) :]  # the model sees only its own steps
@@ -332,7 +346,13 @@ class Planner:
                         )
                     ]
                 elif report.valid and report.plan is not None:
-                    self._event("plan_valid", attempt=n + 1, changes=attempt.changes)
+                    attempt.warnings = list(report.warnings)
+                    self._event(
+                        "plan_valid",
+                        attempt=n + 1,
+                        changes=attempt.changes,
+                        warnings=[i.to_dict() for i in attempt.warnings],
+                    )
                     return PlanningResult(report.plan, report, attempts)
                 else:
                     attempt.issues = list(report.errors)
