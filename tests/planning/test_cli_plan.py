@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -67,6 +68,12 @@ def _tools(tmp_path: Path) -> tuple[Path, Path]:
     return module, log
 
 
+def _plan(module: Path, server: LLMTestServer, *more: str) -> Any:
+    """``planrail plan GOAL`` with these tools, against the test server's model."""
+    args = ["plan", GOAL, "--tools", str(module), "--model", "openai:test-model"]
+    return CliRunner().invoke(app, [*args, "--base-url", server.url, *more])
+
+
 def _calls(log: Path) -> list[str]:
     return log.read_text().split() if log.exists() else []
 
@@ -76,9 +83,7 @@ def test_plan_refused_exits_4_and_calls_no_tool(tmp_path: Path, server: LLMTestS
     is shown, and no tool was called (streaming off: nothing may start early)."""
     module, log = _tools(tmp_path)
     server.add(Reply.json(good_plan()))
-    args = ["plan", GOAL, "--tools", str(module), "--model", "openai:test-model"]
-    args += ["--base-url", server.url, "--no-stream"]
-    result = CliRunner().invoke(app, args)
+    result = _plan(module, server, "--no-stream")
     assert result.exit_code == 4, result.output
     assert "approval refused" in result.output
     assert "acct" in result.output
@@ -167,9 +172,7 @@ def test_plan_shows_the_models_plan_warnings_before_the_approval_screen(
     the person is asked: they approve (or not) knowing it runs as written."""
     module, log = _tools(tmp_path)
     server.add(Reply.json(_placeholder_plan()))
-    args = ["plan", GOAL, "--tools", str(module), "--model", "openai:test-model"]
-    args += ["--base-url", server.url, "--no-stream"]
-    result = CliRunner().invoke(app, args)
+    result = _plan(module, server, "--no-stream")
     assert result.exit_code == 4, result.output
     warning = result.output.index("warning [placeholder_literal] step 'mail'")
     assert warning < result.output.index("approval needed")
@@ -187,9 +190,7 @@ def test_plan_strict_has_the_model_repair_a_placeholder(
     everything = [{"tool": "*", "action": "allow"}, {"arg": "*", "from": ["*"], "action": "allow"}]
     policy.write_text(json.dumps({"strict": True, "rules": everything}))
     server.add(Reply.json(_placeholder_plan()), Reply.json(good_plan()), "A summary.")
-    args = ["plan", GOAL, "--tools", str(module), "--model", "openai:test-model"]
-    args += ["--base-url", server.url, "--policy", str(policy), "--yes", "--json", "--no-stream"]
-    result = CliRunner().invoke(app, args)
+    result = _plan(module, server, "--policy", str(policy), "--yes", "--json", "--no-stream")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [a["kind"] for a in data["planning"]] == ["plan", "repair"]
