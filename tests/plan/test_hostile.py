@@ -83,6 +83,25 @@ def test_ten_megabyte_plan_file_is_refused_before_reading(tmp_path: Path) -> Non
     assert "max_plan_bytes" in _one_issue(path, "limit_exceeded")
 
 
+ENDLESS = Path("/dev/zero")  # its size is 0 and it never ends, like a pipe fed forever
+
+
+@pytest.mark.skipif(not ENDLESS.exists(), reason="no /dev/zero here")
+def test_a_file_that_never_ends_is_refused_past_the_limit() -> None:
+    """A device or pipe is read up to the limit, not until memory runs out (``planrail
+    validate /dev/zero`` took 4.5 GB in 10 s), and so are catalogs and policy files."""
+    from planrail.errors import ToolLoadError
+    from planrail.plan.catalog import load_catalog
+    from planrail.policies.security import SecurityPolicy
+
+    message = _one_issue(ENDLESS, "limit_exceeded", limits=PlanLimits(max_plan_bytes=10_000))
+    assert "more than 10,000 bytes" in message
+    with pytest.raises(ToolLoadError, match="the catalog is more than"):
+        load_catalog(ENDLESS)
+    with pytest.raises(PlanLoadError, match="the policy is more than"):
+        SecurityPolicy.load(ENDLESS)
+
+
 def test_multibyte_text_is_measured_in_bytes() -> None:
     """The size limit counts UTF-8 bytes, not characters."""
     text = '{"steps": [], "goal": "' + "é" * 600 + '"}'

@@ -17,11 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planrail.errors import ToolLoadError
+from planrail.errors import PlanLoadError, ToolLoadError
+from planrail.plan.loader import read_bounded
 from planrail.plan.tools import SideEffects, Tool, ToolSpec
 
 __all__ = ["load_catalog", "load_tools", "parse_catalog"]
 
+MAX_CATALOG_BYTES = 64 * 1024 * 1024
+"""The largest catalog file read (64 MiB: some 100,000 tools described at length)."""
 _SIDE_EFFECTS = ("none", "idempotent", "keyed", "unsafe")
 
 
@@ -78,13 +81,10 @@ def load_tools(target: str) -> list[Tool]:
 
 def load_catalog(path: str | Path) -> list[ToolSpec]:
     """Read a catalog JSON file; :class:`ToolLoadError` with the reason if it is not one."""
-    p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ToolLoadError(f"--catalog {path}: cannot read it ({exc.strerror})") from exc
-    except UnicodeDecodeError as exc:
-        raise ToolLoadError(f"--catalog {path}: not UTF-8 text") from exc
+        text = read_bounded(path, MAX_CATALOG_BYTES, "the catalog", "MAX_CATALOG_BYTES")
+    except PlanLoadError as exc:  # cannot be read, too big (a device that never ends), not UTF-8
+        raise ToolLoadError(f"--catalog {exc.message}") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -18,7 +18,14 @@ import yaml
 from planrail.errors import PlanLoadError
 from planrail.plan.strict_json import lone_surrogate, surrogate_problem
 
-__all__ = ["DuplicateKeyError", "PlanLimits", "load_document", "normalize", "read_plan_file"]
+__all__ = [
+    "DuplicateKeyError",
+    "PlanLimits",
+    "load_document",
+    "normalize",
+    "read_bounded",
+    "read_plan_file",
+]
 
 try:  # the C loader is ~10× faster; both are "safe"
     _YamlLoader: Any = yaml.CSafeLoader
@@ -50,17 +57,28 @@ class LimitExceeded(PlanLoadError):
 
 def read_plan_file(path: str | Path, limits: PlanLimits = PlanLimits()) -> str:
     """The text of a plan file, refusing one larger than ``limits.max_plan_bytes``."""
+    return read_bounded(path, limits.max_plan_bytes, "the plan", "PlanLimits.max_plan_bytes")
+
+
+def read_bounded(path: str | Path, limit: int, what: str, setting: str) -> str:
+    """The UTF-8 text of the file at ``path``, :class:`LimitExceeded` past ``limit`` bytes.
+
+    At most ``limit + 1`` bytes are read, whatever the file: a device or a pipe that never
+    ends (``/dev/zero``) is refused once it passes the limit, not read until memory runs out.
+    """
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > limits.max_plan_bytes:
+        size = p.stat().st_size  # a regular file's: refused before reading any of it
+        if size > limit:
             raise LimitExceeded(
-                f"{path}: the plan is {size:,} bytes; the limit is {limits.max_plan_bytes:,}"
-                " (PlanLimits.max_plan_bytes)"
+                f"{path}: {what} is {size:,} bytes; the limit is {limit:,} ({setting})"
             )
-        data = p.read_bytes()
+        with p.open("rb") as f:
+            data = f.read(limit + 1)
     except OSError as exc:
         raise PlanLoadError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+    if len(data) > limit:
+        raise LimitExceeded(f"{path}: {what} is more than {limit:,} bytes ({setting})")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

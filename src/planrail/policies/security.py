@@ -42,7 +42,7 @@ from planrail._json import canonical, digest
 from planrail.errors import ApprovalRefusedError, ExecutionError, PlanError, PlanrailError
 from planrail.plan.copied import in_goal
 from planrail.plan.effects import tool_effect
-from planrail.plan.loader import PlanLimits, load_document, read_plan_file
+from planrail.plan.loader import PlanLimits, load_document, read_bounded
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, check_predicate, compile_predicate
 from planrail.plan.provenance import USER, Provenance, Source, Sources, check_pattern, labels
@@ -68,6 +68,8 @@ __all__ = [
 
 PolicyAction = Literal["allow", "approve", "deny"]
 ACTIONS: tuple[str, ...] = ("allow", "approve", "deny")
+MAX_POLICY_BYTES = 1024 * 1024
+"""The largest security policy file read."""
 _SEVERITY = {"allow": 0, "approve": 1, "deny": 2}
 _USER_ONLY: Sources = frozenset({USER})
 
@@ -336,8 +338,8 @@ class SecurityPolicy:
     def load(cls, path: str | Path) -> SecurityPolicy:
         """From a JSON or YAML file (read with the plan loader's size and depth limits); every
         error's message starts with the file's path."""
-        limits = PlanLimits(max_plan_bytes=1024 * 1024)
-        text = read_plan_file(path, limits)  # its errors name the file
+        limits = PlanLimits(max_plan_bytes=MAX_POLICY_BYTES)
+        text = read_bounded(path, MAX_POLICY_BYTES, "the policy", "1 MiB")  # errors name the file
         fmt = "yaml" if str(path).endswith((".yaml", ".yml")) else None
         try:
             return cls.from_mapping(load_document(text, limits, fmt=fmt))
