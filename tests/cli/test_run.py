@@ -187,15 +187,23 @@ def test_read_only_plans_need_no_approval(cli: Cli) -> None:
             "broken on purpose",
             id="module-that-raises",
         ),
-        pytest.param(
-            [str(DATA / "ok.json"), "--tools", "TOOLS", "--max-concurrency", "0"],
-            "max-concurrency",
-            id="concurrency-zero",
-        ),
-        pytest.param(
-            [str(DATA / "ok.json"), "--tools", "TOOLS", "--store", "nosuch://x"],
-            "",
-            id="bad-store-url",
+        *(
+            pytest.param([str(DATA / "ok.json"), "--tools", "TOOLS", *more], message, id=name)
+            for name, more, message in [
+                (
+                    "two-tools-one-name",
+                    ["--tools", str(DATA / "same_name_tools.py")],
+                    "a tool named 'greet' is defined by --tools",
+                ),
+                (
+                    "endless-policy",
+                    ["--policy", "/dev/zero"],
+                    "the policy is more than 1,048,576 bytes",
+                ),
+                ("endless-catalog", ["--catalog", "/dev/zero"], "the catalog is more than"),
+                ("concurrency-zero", ["--max-concurrency", "0"], "max-concurrency"),
+                ("bad-store-url", ["--store", "nosuch://x"], ""),
+            ]
         ),
     ],
 )

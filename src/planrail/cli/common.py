@@ -99,8 +99,16 @@ def registry_from(
         for cat in catalogs or ():
             for spec in load_catalog(cat):
                 registry.add(spec)
+        defined: dict[str, str] = {}  # tool name -> the --tools target that defined it
         for target in tools or ():
             for t in load_tools(target):
+                first = defined.setdefault(t.name, target)
+                if registry.find(t.name) not in (None, t):  # two tools, one name: which runs?
+                    where = "twice in it" if first == target else f"by --tools {first} too"
+                    raise ToolLoadError(
+                        f"--tools {target}: a tool named '{t.name}' is defined {where};"
+                        " each name must name one tool (rename one: @planrail.tool(name=...))"
+                    )
                 registry.add(t)
     except ToolLoadError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
