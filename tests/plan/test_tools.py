@@ -191,6 +191,12 @@ def test_parameters_that_cannot_be_described_are_rejected(fn: Any) -> None:
     [
         ({"side_effects": "sometimes"}, "side_effects"),
         ({"timeout": 0}, "timeout"),
+        ({"timeout": float("nan")}, "timeout"),  # NaN > 0 is False, and so is NaN <= 0
+        ({"timeout": "5"}, "timeout"),
+        ({"timeout": True}, "timeout"),
+        ({"estimated_duration": float("nan")}, "estimated_duration"),
+        ({"estimated_duration": -1}, "estimated_duration"),
+        ({"compute": {"num_cpus": float("nan")}}, "num_cpus"),
         ({"secret_params": ["nope"]}, "secret_params"),
     ],
 )
@@ -198,6 +204,16 @@ def test_bad_options_are_rejected(options: dict[str, Any], fragment: str) -> Non
     """Invalid decorator options raise ToolDefinitionError naming the option."""
     with pytest.raises(ToolDefinitionError, match=fragment):
         tool(**options)(count.fn)
+
+
+def test_an_async_generator_is_not_a_tool() -> None:
+    """It returns no output to record (it failed every call with an OutputError)."""
+
+    async def items(n: int) -> Any:
+        yield n
+
+    with pytest.raises(ToolDefinitionError, match="async generator"):
+        tool(items)
 
 
 def test_unresolvable_annotations_are_a_definition_error() -> None:

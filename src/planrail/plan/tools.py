@@ -23,6 +23,7 @@ import copy
 import dataclasses
 import functools
 import inspect
+import math
 import sys
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -402,8 +403,16 @@ def _build_tool(
         raise ToolDefinitionError(
             f"side_effects must be one of {typing.get_args(SideEffects)}, got {side_effects!r}"
         )
-    if timeout is not None and timeout <= 0:
+    if timeout is not None and not _number(timeout) > 0:
         raise ToolDefinitionError(f"timeout must be > 0 seconds, got {timeout!r}")
+    if estimated_duration is not None and not _number(estimated_duration) >= 0:
+        raise ToolDefinitionError(
+            f"estimated_duration must be >= 0 seconds, got {estimated_duration!r}"
+        )
+    if inspect.isasyncgenfunction(f):
+        raise ToolDefinitionError(
+            f"@tool needs a function that returns its output; {f!r} is an async generator"
+        )
     if overlapping_retries and side_effects == "unsafe":
         raise ToolDefinitionError(
             "overlapping_retries is for tools that honour idempotency keys (keyed, idempotent"
@@ -500,6 +509,12 @@ COMPUTE_KEYS = ("num_cpus", "num_gpus", "memory")
 """What a tool or a step may declare in ``compute``."""
 
 
+def _number(value: Any) -> float:
+    """``value`` when it is an int or float (not a bool), else NaN: a comparison with the
+    result holds only for a number in range (NaN is in no range)."""
+    return value if type(value) in (int, float) else math.nan
+
+
 def check_compute(compute: Mapping[str, Any] | None) -> dict[str, float] | None:
     """``compute`` as a plain dict of non-negative numbers; ``ValueError`` saying what is wrong."""
     if compute is None:
@@ -508,7 +523,7 @@ def check_compute(compute: Mapping[str, Any] | None) -> dict[str, float] | None:
     for key, value in compute.items():
         if key not in COMPUTE_KEYS:
             raise ValueError(f"compute: unknown key {key!r} (known: {', '.join(COMPUTE_KEYS)})")
-        if type(value) not in (int, float) or not value >= 0:
+        if not _number(value) >= 0:
             raise ValueError(f"compute: {key} must be a number >= 0, got {value!r}")
         out[key] = value
     return out
