@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from planrail import run, tool
 from planrail.store import open_store
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -223,3 +224,21 @@ def test_a_resolved_output_must_be_strict_json(output: Any) -> None:
     with open_store("memory://") as store, pytest.raises(operations.OperationError) as caught:
         operations.resolve(store, "any", "x", "succeeded", output=output)
     assert "the output is not strict JSON" in caught.value.message
+
+
+def test_resolving_a_step_the_plan_does_not_have_says_so_and_writes_nothing() -> None:
+    """``planrail resolve RUN zz``: the run has no step ``zz`` (it was called "not started")."""
+    from planrail.engine import operations
+
+    @tool(side_effects="none")
+    def find(name: str) -> str:
+        return name
+
+    plan = {"goal": "g", "steps": [{"id": "a", "tool": "find", "args": {"name": "x"}}]}
+    with open_store("memory://") as store:
+        assert run(plan, [find], store=store, run_id="r").status == "succeeded"
+        before = store.events("r")
+        with pytest.raises(operations.OperationError) as caught:
+            operations.resolve(store, "r", "zz", "succeeded", output=1)
+        assert caught.value.message == "run 'r' has no step 'zz'"
+        assert store.events("r") == before

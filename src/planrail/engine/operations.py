@@ -147,6 +147,8 @@ def resolve(
     run = _idle_run(store, run_id, clock)
     records = store.get_steps(run_id)
     record = records.get(step_id)
+    if record is None and step_id not in _step_ids(run):
+        raise OperationError(f"run '{run_id}' has no step '{step_id}'", run_id=run_id)
     if record is None or record.status not in (S.IN_DOUBT, S.RUNNING):
         state = record.status if record is not None else "not started"
         raise OperationError(f"step '{step_id}' is {state}, not in doubt", run_id=run_id)
@@ -356,6 +358,14 @@ def _event(run_id: str, at: float, action: str, by: str, **details: Any) -> Even
         step_id=details.get("step"),
         data={"action": action, "by": by, **details},
     )
+
+
+def _step_ids(run: RunRecord) -> set[str]:
+    """The ids of the steps of the run's stored plan (as stored: nothing validated)."""
+    steps = run.plan.get("steps") if isinstance(run.plan, dict) else None
+    if not isinstance(steps, list):
+        return set()
+    return {str(s.get("id")) for s in steps if isinstance(s, dict)}
 
 
 def _stored_plan(run: RunRecord) -> Plan | None:
