@@ -125,6 +125,38 @@ def test_the_approval_view_lists_values_sources_and_the_hash() -> None:
     assert view["to_approve"] == []
 
 
+def test_the_approval_page_shows_the_plans_warnings_before_approving() -> None:
+    """A placeholder in a world-changing step is shown on the approval page as ``planrail
+    run`` prints it before asking (the page showed nothing of it); a secret written in the
+    plan stays masked in the warnings too."""
+    from planrail.web.pages import approval_page
+
+    plan = {
+        "goal": "mail someone",
+        "steps": [
+            {"id": "mail", "tool": "send", "args": {"to": "<RECIPIENT>", "api_key": "sk-9f8e7d"}}
+        ],
+    }
+    run = RunRecord(
+        run_id="w", plan=plan, plan_hash="h", status="awaiting_approval", created_at=1.0,
+        updated_at=1.0,
+    )  # fmt: skip
+    view = approval_view(run, registry())
+    assert [(w["code"], w["path"]) for w in view["warnings"]] == [
+        ("placeholder_literal", "$.steps[0].args.to")
+    ]
+    html = approval_page("csrf", view, can_resume=True)
+    assert 'id="warnings"' in html
+    assert "<b>[placeholder_literal]</b> step <code>mail</code>" in html
+    assert "sk-9f8e7d" not in html
+    plain = {"goal": "g", "steps": [{"id": "a", "tool": "quick", "args": {"n": 1}}]}
+    quiet = RunRecord(
+        run_id="q", plan=plain, plan_hash="h", status="awaiting_approval", created_at=1.0,
+        updated_at=1.0,
+    )  # fmt: skip
+    assert 'id="warnings"' not in approval_page("csrf", approval_view(quiet, registry()), True)
+
+
 def test_the_step_drawer_data_carries_the_stored_opentelemetry_ids(otel: Any) -> None:
     """A run traced with OpenTelemetry: the drawer's data holds the exported spans' trace id
     and the id of the step's own span; an untraced run's holds none."""

@@ -149,12 +149,33 @@ def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
 {escape(", ".join(view["to_approve"]))}</div>
 <div class="actions">{buttons}<span id="action-msg" class="msg" role="status"></span></div>
 </section>
-{_diff(view["diff"])}
+{_warnings(view["warnings"])}{_diff(view["diff"])}
 <table class="approval"><thead><tr><th>step</th><th>calls</th><th>side effects</th><th></th>
 <th>arguments</th><th>where each value comes from</th></tr></thead>
 <tbody>{"".join(rows)}</tbody></table>"""
     data = {"run": {"run_id": view["run_id"], "can_resume": can_resume}}
     return _shell(f"approve {view['run_id']}", csrf, body, data, "approval")
+
+
+def _warnings(warnings: list[dict[str, Any]]) -> str:
+    """The plan's validation warnings (a placeholder such as ``<user_id>``, a lint), as
+    ``planrail run`` prints them before asking: what may be a mistake, seen before approving."""
+    if not warnings:
+        return ""
+    items = "".join(
+        f'<li data-code="{escape(w["code"])}"><b>[{escape(w["code"])}]</b> '
+        f"{_where(w['step'])} at <code>{escape(w['path'])}</code>: {escape(w['message'])}</li>"
+        for w in warnings
+    )
+    count = f"{len(warnings)} warning{'' if len(warnings) == 1 else 's'}"
+    return (
+        f'<section id="warnings" class="warnings"><h2>{count}: the plan runs as written</h2>'
+        f"<ul>{items}</ul></section>"
+    )
+
+
+def _where(step: str | None) -> str:
+    return f"step <code>{escape(step)}</code>" if step else "plan"
 
 
 def _diff(diff: dict[str, Any] | None) -> str:

@@ -22,6 +22,7 @@ from planrail.plan.effects import effects_of, needing_approval
 from planrail.plan.model import Plan
 from planrail.plan.secrets import Redactor, secret_params_of
 from planrail.plan.tools import ToolRegistry
+from planrail.plan.validate import check_plan
 from planrail.store.base import Event, RunRecord, StepRecord, Store
 from planrail.types import StepStatus
 
@@ -329,6 +330,7 @@ def approval_view(
     plan = Plan.model_validate(run.plan)
     effects = effects_of(plan.steps, registry)
     before = _previous_plan(previous)
+    redactor = Redactor.for_plan(plan, registry)
     request = ApprovalRequest.build(
         plan,
         registry,
@@ -337,7 +339,7 @@ def approval_view(
         plan_hash=run.plan_hash,
         run_id=run.run_id,
         previous=before,
-        redactor=Redactor.for_plan(plan, registry),
+        redactor=redactor,
     )
     view = request.view()  # the CLI's approval screen, as data
     screen = {v.id: v for v in view.steps}
@@ -376,6 +378,10 @@ def approval_view(
         "steps": [s.__dict__ for s in steps],
         "approval": masker.value(run.approval),
         "diff": _diff(view.diff, previous, masker, before, plan),
+        "warnings": [
+            {**w.to_dict(), "message": w.message if redactor is None else redactor.text(w.message)}
+            for w in check_plan(run.plan, registry if len(registry) else None).warnings
+        ],
     }
 
 
