@@ -182,3 +182,21 @@ def test_plan_with_mcp_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["output"] == "usr_eve"
     assert "probe.lookup" in prompt
+
+
+def test_a_server_that_never_answers_is_a_usage_error_after_its_start_timeout(
+    tmp_path: Path,
+) -> None:
+    """A stdio server that starts and then says nothing (it hangs, or prints something that
+    is not JSON-RPC) stops the command after ``start_timeout``, saying so; before, planrail
+    waited without end."""
+    config = tmp_path / "servers.yaml"
+    silent = [sys.executable, "-c", "import time; time.sleep(120)"]
+    config.write_text(json.dumps({"servers": {"mute": {"command": silent, "start_timeout": 0.5}}}))
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"steps": [{"id": "a", "tool": "mute.y"}]}')
+    result = CliRunner().invoke(app, ["validate", str(plan), "--mcp-config", str(config)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())  # as one line, whatever the terminal's width
+    assert "MCP server 'mute'" in said
+    assert "no answer within 0.5 s (start_timeout)" in said

@@ -10,6 +10,7 @@
         env: {PLANRAIL_DEMO_LATENCY: "0"}
         trusted: true             # believe its tool annotations (docs/mcp.md)
         call_timeout: 30          # seconds per call (default 300)
+        start_timeout: 10         # seconds to start and list its tools (default 30)
         max_output_bytes: 1048576 # larger outputs fail, or are truncated (on_large_output)
         on_large_output: fail     # or "truncate" (text outputs only)
         max_inflight: 8           # most calls in flight on this server at once
@@ -22,6 +23,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -47,6 +49,7 @@ _KEYS = frozenset(
         "cwd",
         "trusted",
         "call_timeout",
+        "start_timeout",
         "max_output_bytes",
         "on_large_output",
         "max_inflight",
@@ -78,6 +81,10 @@ class ServerConfig:
     untrusted server's tools are all ``unsafe`` and need approval."""
     call_timeout: float = 300.0
     """Seconds one call may take (the tools' default ``timeout``)."""
+    start_timeout: float = 30.0
+    """Seconds the server may take to start (or be reached) and list its tools: a server that
+    never answers (one that prints something else on stdout, one that hangs) is then a clear
+    error, not a wait without end."""
     max_output_bytes: int = 1024 * 1024
     """Largest output accepted from one call, in bytes of JSON (or of text)."""
     on_large_output: Literal["fail", "truncate"] = "fail"
@@ -192,6 +199,7 @@ def _server(name: str, entry: Any, where: str) -> ServerConfig:
         cwd=entry.get("cwd"),
         trusted=trusted,
         call_timeout=_positive(entry, "call_timeout", 300.0, where),
+        start_timeout=_positive(entry, "start_timeout", 30.0, where),
         max_output_bytes=int(_positive(entry, "max_output_bytes", 1024 * 1024, where)),
         on_large_output=on_large,
         max_inflight=int(_positive(entry, "max_inflight", 16, where)),
@@ -222,6 +230,6 @@ def _mapping(value: Any, where: str, key: str) -> dict[str, str]:
 
 def _positive(entry: dict[str, Any], key: str, default: float, where: str) -> float:
     value = entry.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise ToolLoadError(f"{where}: '{key}' must be a positive number, got {value!r}")
     return float(value)

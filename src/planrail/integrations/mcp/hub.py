@@ -111,7 +111,15 @@ class _Connection:
         self._keepers.add(keeper)
         keeper.add_done_callback(self._keepers.discard)
         try:
-            session = await ready
+            session = await asyncio.wait_for(ready, self.config.start_timeout)
+        except TimeoutError:
+            keeper.cancel()  # leaves the SDK's contexts: the server process is stopped
+            await asyncio.gather(keeper, return_exceptions=True)
+            raise MCPUnavailableError(
+                f"MCP server {self.config.name!r} ({self.config.describe()}) could not be"
+                f" started or reached: no answer within {self.config.start_timeout:g} s"
+                " (start_timeout)"
+            ) from None
         except Exception as exc:
             raise MCPUnavailableError(
                 f"MCP server {self.config.name!r} ({self.config.describe()}) could not be"
