@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,4 +68,27 @@ def test_a_wrong_backend_option_is_a_usage_error(
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     assert message in result.output
+    assert ledger.entries() == []
+
+
+def test_a_ray_address_that_cannot_be_reached_is_a_usage_error(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """``--ray-address ray://…`` that Ray cannot use (Ray Client not installed, nothing
+    listening) exits 2 naming the address, before any step; it was a traceback. In a process
+    of its own: this session's Ray runtime is already attached in this one."""
+    pytest.importorskip("ray")
+    args = ["run", str(_plan(tmp_path, ledger)), "--tools", "runners.tools", "--yes"]
+    args += ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    args += ["--backend", "ray", "--ray-address", "ray://127.0.0.1:1"]
+    code = "from planrail.cli import main; main()"
+    tests = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    said = " ".join(done.stdout.split() + done.stderr.split())
+    assert done.returncode == 2, said
+    assert "Ray at ray://127.0.0.1:1 could not be started or reached" in said
+    assert "Traceback" not in said
     assert ledger.entries() == []

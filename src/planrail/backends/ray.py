@@ -43,7 +43,7 @@ import ray.exceptions as rex
 
 from planrail._json import canonical_data
 from planrail.backends.shipping import Locator, ToolShippingError, locate, resolve
-from planrail.errors import CallCrashedError, ReferenceResolutionError
+from planrail.errors import CallCrashedError, ExecutionError, ReferenceResolutionError
 from planrail.plan.effects import tool_effect
 from planrail.plan.tools import Tool
 
@@ -500,7 +500,13 @@ class RayRunner:
         if self.runtime_env is not None:
             options["runtime_env"] = self.runtime_env
         # Blocks for the start-up of a local runtime (seconds), once, before the first step.
-        ray.init(address=self.address, **options)
+        try:
+            ray.init(address=self.address, **options)
+        except Exception as exc:  # no cluster there, a bad address, Ray Client not installed
+            where = f"at {self.address}" if self.address else "(a local runtime)"
+            raise ExecutionError(
+                f"Ray {where} could not be started or reached: {type(exc).__name__}: {exc}"
+            ) from exc
         self._initialised = True
 
 
