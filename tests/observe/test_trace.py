@@ -115,6 +115,22 @@ def test_torn_last_line_is_ignored_but_corruption_is_not(tmp_path: Path) -> None
         read_trace(tmp_path / "missing.jsonl")
 
 
+def test_a_trace_file_that_is_not_text_or_never_ends_is_a_trace_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes that are not UTF-8 were a UnicodeDecodeError traceback out of ``planrail show
+    --trace``, and ``/dev/zero`` was read until memory ran out (5 GB in 15 s)."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"kind": "run"}\n\xff\xfe\n')
+    with pytest.raises(TraceError, match=r"t\.jsonl: not UTF-8 text \(byte 16\)"):
+        read_trace(path)
+    endless = Path("/dev/zero")
+    if endless.exists():
+        monkeypatch.setattr("planrail.observe.trace.MAX_TRACE_BYTES", 10_000)
+        with pytest.raises(TraceError, match="the trace file is more than 10,000 bytes"):
+            read_trace(endless)
+
+
 def test_a_failing_trace_file_stops_the_trace_not_the_run(caplog: pytest.LogCaptureFixture) -> None:
     """A write error is logged once on the ``planrail`` logger; the run finishes."""
 

@@ -35,8 +35,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from planrail.engine.events import Event, EventType
 from planrail.engine.result import RunResult, StepResult
-from planrail.errors import PlanrailError
+from planrail.errors import PlanLoadError, PlanrailError
 from planrail.observe.view import RunView, redact, step_result_from
+from planrail.plan.loader import read_bounded
 from planrail.plan.secrets import Redactor
 from planrail.types import StepStatus
 
@@ -240,11 +241,15 @@ def read_trace(path: str | Path, run_id: str | None = None) -> RunView:
     return _replay(run_id, mine)
 
 
+MAX_TRACE_BYTES = 1 << 30
+"""The largest trace file read (1 GiB: a few million events)."""
+
+
 def _lines(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read the trace file ({exc.strerror})") from None
+    try:  # bounded: a file that never ends (/dev/zero) is refused, not read until memory runs out
+        text = read_bounded(path, MAX_TRACE_BYTES, "the trace file", "1 GiB")
+    except PlanLoadError as exc:  # cannot be read, too big, not UTF-8
+        raise TraceError(exc.message) from None
     out: list[dict[str, Any]] = []
     rows = text.splitlines()
     for n, line in enumerate(rows, 1):
