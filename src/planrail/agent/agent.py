@@ -26,6 +26,7 @@ from planrail.llm.base import LLM
 from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable
 from planrail.llm.errors import BudgetExceededError, LLMError
 from planrail.plan.compiled import CompiledPlan
+from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
 from planrail.plan.secrets import Redactor
 from planrail.plan.strict_json import surrogate_problem
@@ -141,13 +142,14 @@ class Agent:
 
     async def run(self, goal: str) -> AgentResult:
         """Plan, approve and execute ``goal``; never raises for a failed, refused or invalid
-        run (look at ``status`` and ``reason``)."""
+        run (look at ``status`` and ``reason``). A goal that is empty, not Unicode text or
+        longer than a plan's strings may be is ``invalid`` before any model is asked; one that
+        is not a ``str`` is a TypeError."""
         ctx = self._context(goal)
         res = ctx.result
-        problem = surrogate_problem(goal)
-        if problem is not None:  # no model could be sent it, no store could keep it
-            res.status = "invalid"
-            res.reason = f"the goal {problem} (undecodable bytes on a command line make these)"
+        problem = _goal_problem(goal)
+        if problem is not None:  # refused before any model is asked (and paid)
+            res.status, res.reason = "invalid", problem
             res.usage = ctx.meter.to_dict()
             return res
         try:
@@ -420,6 +422,26 @@ def _failure_text(
     if skipped:
         lines.append(f"Not run because of it: {', '.join(skipped)}.")
     return "\n".join(lines)
+
+
+def _goal_problem(goal: str) -> str | None:
+    """Why no plan could hold ``goal``, or None: text that is not Unicode (no model could be
+    sent it, no store could keep it), or longer than a plan's strings may be (every plan the
+    model wrote would be invalid, each one paid for), or empty (nothing to plan for)."""
+    if not isinstance(goal, str):
+        raise TypeError(f"the goal must be text (a str), got {type(goal).__name__}")
+    if not goal.strip():
+        return "the goal is empty: say what the plan should achieve (no model was asked)"
+    problem = surrogate_problem(goal)
+    if problem is not None:
+        return f"the goal {problem} (undecodable bytes on a command line make these)"
+    limit = PlanLimits().max_string_length
+    if len(goal) > limit:
+        return (
+            f"the goal is {len(goal):,} characters; a plan's strings hold at most {limit:,}"
+            " (PlanLimits.max_string_length): no model was asked"
+        )
+    return None
 
 
 def _first_failure(run: RunResult) -> str | None:

@@ -1,0 +1,43 @@
+"""A goal no plan could hold is refused before any model is asked (and paid): empty, or
+longer than a plan's strings may be. A goal that is not a ``str`` is a TypeError."""
+
+from __future__ import annotations
+
+import pytest
+
+from planrail.agent import Agent, approve_all
+from planrail.plan.loader import PlanLimits
+from planrail.testing.llm import ScriptedLLM
+
+from .conftest import Kit
+from .plans import good_plan
+
+
+@pytest.mark.parametrize(
+    ("goal", "reason"),
+    [
+        ("", "the goal is empty"),
+        (" \n\t", "the goal is empty"),
+        ("x" * (PlanLimits().max_string_length + 1), "a plan's strings hold at most 262,144"),
+    ],
+    ids=["empty", "blank", "too-long"],
+)
+async def test_a_goal_no_plan_could_hold_is_invalid_without_a_model_call(
+    kit: Kit, goal: str, reason: str
+) -> None:
+    """The long goal was sent to the model twice (its every plan invalid: the goal is copied
+    into the plan) before planning gave up; the empty one was planned for."""
+    llm = ScriptedLLM([good_plan()] * 3)
+    result = await Agent(llm, kit.tools, approval=approve_all).run(goal)
+    assert result.status == "invalid"
+    assert reason in (result.reason or "")
+    assert llm.requests == []
+    assert kit.calls == []
+
+
+@pytest.mark.parametrize("goal", [None, 42, b"bytes"])
+async def test_a_goal_that_is_not_a_str_is_a_type_error(kit: Kit, goal: object) -> None:
+    llm = ScriptedLLM([good_plan()])
+    with pytest.raises(TypeError, match="the goal must be text"):
+        await Agent(llm, kit.tools, approval=approve_all).run(goal)  # type: ignore[arg-type]
+    assert llm.requests == []
