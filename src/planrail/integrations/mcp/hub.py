@@ -112,18 +112,16 @@ class _Connection:
         keeper.add_done_callback(self._keepers.discard)
         try:
             session = await asyncio.wait_for(ready, self.config.start_timeout)
-        except TimeoutError:
-            keeper.cancel()  # leaves the SDK's contexts: the server process is stopped
-            await asyncio.gather(keeper, return_exceptions=True)
-            raise MCPUnavailableError(
-                f"MCP server {self.config.name!r} ({self.config.describe()}) could not be"
-                f" started or reached: no answer within {self.config.start_timeout:g} s"
-                " (start_timeout)"
-            ) from None
         except Exception as exc:
+            if isinstance(exc, TimeoutError) and ready.cancelled():  # the wait ran out
+                keeper.cancel()  # leaves the SDK's contexts: the server process is stopped
+                await asyncio.gather(keeper, return_exceptions=True)
+                why = f"no answer within {self.config.start_timeout:g} s (start_timeout)"
+            else:
+                why = _describe(exc)
             raise MCPUnavailableError(
                 f"MCP server {self.config.name!r} ({self.config.describe()}) could not be"
-                f" started or reached: {_describe(exc)}"
+                f" started or reached: {why}"
             ) from exc
         self.sessions_started += 1
         return session
