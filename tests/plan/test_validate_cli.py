@@ -69,7 +69,9 @@ def test_lint_turns_the_lints_up_or_off(
     assert code == (3 if errors else 0)
 
 
-@pytest.mark.parametrize("lint", ["loud", "side_effect_race=loud", "no_such_lint=off"])
+@pytest.mark.parametrize(
+    "lint", ["loud", "side_effect_race=loud", "no_such_lint=off", "=error", "=off"]
+)
 def test_an_unknown_lint_level_or_code_is_a_usage_error(plan_file: str, lint: str) -> None:
     """A level or code ``--lint`` does not know exits 2 before anything is checked."""
     assert _run(plan_file, "--lint", lint)[0] == 2

@@ -97,8 +97,8 @@ def _lint_levels(values: list[str], console: Console) -> dict[str, Level]:
     """``--lint`` values (``error``, ``needless_dependency=off``) as levels per lint code."""
     levels: dict[str, Level] = {}
     for value in values:
-        code, _, level = value.rpartition("=")
-        codes = [code] if code else list(LINT_CODES)
+        code, eq, level = value.rpartition("=")
+        codes = [code] if eq else list(LINT_CODES)  # "=error" names no code: refused below
         if level not in LEVELS or any(c not in LINT_CODES for c in codes):
             raise fail(
                 console,
