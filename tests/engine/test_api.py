@@ -141,6 +141,36 @@ def test_a_run_id_that_is_not_unicode_text_is_refused_before_anything_runs(
     assert rec.calls == []
 
 
+@pytest.mark.parametrize(
+    ("run_id", "problem"),
+    [
+        ("", "is empty"),  # was: a fresh run under a generated id (an unset --run-id "$VAR")
+        ("  ", "is blank"),
+        ("a\nb", "holds a control character (U+000A)"),
+        ("a\x1b[2Jb", "holds a control character (U+001B)"),
+        ("x" * 257, "is 257 characters; at most 256 are allowed"),
+    ],
+    ids=["empty", "blank", "newline", "escape", "too-long"],
+)
+def test_a_run_id_no_run_should_have_is_refused_before_anything_runs(
+    tmp_path: Path, run_id: str, problem: str
+) -> None:
+    rec = Recorder()
+    with planrail.store.open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        with pytest.raises(planrail.errors.ExecutionError) as caught:
+            planrail.run(probe_plan(DIAMOND), [rec.tool()], store=store, run_id=run_id)
+        assert store.list_runs() == []
+    assert caught.value.message == f"the run id {problem}"
+    assert rec.calls == []
+
+
+def test_any_other_text_is_a_run_id() -> None:
+    """Free text otherwise: slashes, spaces inside, non-ASCII, 256 characters."""
+    rec = Recorder()
+    for run_id in ["nightly/2026-12-03", "a b", "é-ü", "x" * 256]:
+        assert planrail.run(probe_plan(DIAMOND), [rec.tool()], run_id=run_id).run_id == run_id
+
+
 class _NoEvents:
     pass
 

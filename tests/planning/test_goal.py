@@ -1,11 +1,13 @@
-"""A goal no plan could hold is refused before any model is asked (and paid): empty, or
-longer than a plan's strings may be. A goal that is not a ``str`` is a TypeError."""
+"""A goal no plan could hold (empty, or longer than a plan's strings may be), or a run id no
+run should have, is refused before any model is asked (and paid). A goal that is not a
+``str`` is a TypeError."""
 
 from __future__ import annotations
 
 import pytest
 
 from planrail.agent import Agent, approve_all
+from planrail.errors import ExecutionError
 from planrail.plan.loader import PlanLimits
 from planrail.testing.llm import ScriptedLLM
 
@@ -40,4 +42,16 @@ async def test_a_goal_that_is_not_a_str_is_a_type_error(kit: Kit, goal: object) 
     llm = ScriptedLLM([good_plan()])
     with pytest.raises(TypeError, match="the goal must be text"):
         await Agent(llm, kit.tools, approval=approve_all).run(goal)  # type: ignore[arg-type]
+    assert llm.requests == []
+
+
+@pytest.mark.parametrize("run_id", ["", "a\nb", "x" * 257])
+def test_a_run_id_no_run_should_have_is_refused_when_the_agent_is_made(
+    kit: Kit, run_id: str
+) -> None:
+    """As ``Execution`` refuses it, but before any model is asked (it was found only when
+    the first plan's run was built, after planning; ``""`` meant a generated id)."""
+    llm = ScriptedLLM([good_plan()])
+    with pytest.raises(ExecutionError, match="the run id"):
+        Agent(llm, kit.tools, approval=approve_all, run_id=run_id)
     assert llm.requests == []

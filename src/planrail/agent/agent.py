@@ -20,8 +20,9 @@ from planrail.agent.result import AgentResult, Trace
 from planrail.agent.stages import kept_calls, stage_failure_text
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.call_guard import CallGuard
-from planrail.engine.executor import Execution, FailureMode, new_run_id
+from planrail.engine.executor import Execution, FailureMode, new_run_id, run_id_problem
 from planrail.engine.result import RunResult, StepResult
+from planrail.errors import ExecutionError
 from planrail.llm.base import LLM
 from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable
 from planrail.llm.errors import BudgetExceededError, LLMError
@@ -134,6 +135,11 @@ class Agent:
         """The run policy of every execution (repeated-call guard, limits, resources)."""
         self.tool_runner = tool_runner
         self.approve_call = approve_call
+        if run_id is not None:  # checked before any model is asked, as Execution checks it
+            if not isinstance(run_id, str):
+                raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
+            if (problem := run_id_problem(run_id)) is not None:
+                raise ExecutionError(f"the run id {problem}")
         self.run_id = run_id
         self.prompt: PromptMode = prompt
         """The planner's prompt mode: ``full``, ``compact`` or ``auto`` (by context size)."""
@@ -202,7 +208,7 @@ class Agent:
             planner,
             LLMStepHandler(llm, models=models),
             result,
-            run_id=self.run_id or new_run_id(),
+            run_id=self.run_id if self.run_id is not None else new_run_id(),
             calls=CallGuard.for_policy(self.policy),
         )
 

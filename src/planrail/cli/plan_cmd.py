@@ -173,23 +173,26 @@ def plan_cmd(
     security = security_policy(policy, strict, console)
     the_store = open_store_or_exit(store, console)
     observers = _observers(console, trace, quiet=quiet or json_out)
-    agent = Agent(
-        llm,
-        registry,
-        approval=terminal_approver(console, yes=yes, author="planner"),
-        store=the_store,
-        security=security,
-        approve_call=ask_call(console) if security is not None else None,
-        observers=observers,
-        run_id=run_id,
-        budget=Budget(max_llm_calls, max_input_tokens, max_output_tokens, max_cost),
-        prices=table,
-        max_repairs=max_repairs,
-        max_replans=max_replans,
-        stream=stream,
-        max_concurrency=max_concurrency,
-        prompt=prompt,  # type: ignore[arg-type]  # one of the three: checked above
-    )
+    try:
+        agent = Agent(
+            llm,
+            registry,
+            approval=terminal_approver(console, yes=yes, author="planner"),
+            store=the_store,
+            security=security,
+            approve_call=ask_call(console) if security is not None else None,
+            observers=observers,
+            run_id=run_id,
+            budget=Budget(max_llm_calls, max_input_tokens, max_output_tokens, max_cost),
+            prices=table,
+            max_repairs=max_repairs,
+            max_replans=max_replans,
+            stream=stream,
+            max_concurrency=max_concurrency,
+            prompt=prompt,  # type: ignore[arg-type]  # one of the three: checked above
+        )
+    except PlanrailError as exc:  # an option no run could take (a bad --run-id)
+        raise fail(console, exc.message, ExitCode.USAGE) from None
     if not (quiet or json_out):
         console.print(f"planning with {model}…")
     try:

@@ -81,6 +81,25 @@ def new_run_id() -> str:
     return "run_" + uuid.uuid4().hex[:12]
 
 
+MAX_RUN_ID_LENGTH = 256
+"""The longest run id a new run may have (every idempotency key, ``RUN_ID:STEP``, holds it)."""
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """What makes ``run_id`` unfit for a new run, or None. A run id is free text, but not
+    empty or blank (an unset ``--run-id "$VAR"`` would silently start a fresh run), not holding
+    control characters (a newline splits every log line and table row it is in), not longer
+    than :data:`MAX_RUN_ID_LENGTH`, and Unicode (no store could keep a lone surrogate)."""
+    if not run_id.strip():
+        return "is empty" if not run_id else "is blank"
+    control = next((c for c in run_id if ord(c) < 32 or 127 <= ord(c) < 160), None)
+    if control is not None:
+        return f"holds a control character (U+{ord(control):04X})"
+    if len(run_id) > MAX_RUN_ID_LENGTH:
+        return f"is {len(run_id):,} characters; at most {MAX_RUN_ID_LENGTH} are allowed"
+    return surrogate_problem(run_id)
+
+
 def _check_options(
     run_id: Any,
     max_concurrency: Any,
@@ -96,7 +115,7 @@ def _check_options(
     if run_id is not None:
         if not isinstance(run_id, str):
             raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
-        if (problem := surrogate_problem(run_id)) is not None:  # no store could keep it
+        if (problem := run_id_problem(run_id)) is not None:
             raise ExecutionError(f"the run id {problem}")
     if max_concurrency is not None:
         if not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool):
@@ -163,7 +182,7 @@ class Execution:
         """The plan with what its validation learned (:mod:`planrail.plan.compiled`): the one
         object the run, its redactor, provenance and approval screens read."""
         plan = self.plan = self.compiled.plan
-        self.run_id = run_id or new_run_id()
+        self.run_id = run_id if run_id is not None else new_run_id()
         self.max_concurrency = max_concurrency
         self.failure_mode = failure_mode
         self.clock = clock

@@ -154,3 +154,7 @@ async def test_an_anticipated_refusal_reaches_the_client_with_its_reason(tmp_pat
         assert "limit must be >= 0" in bad.content[0].text  # type: ignore[union-attr]
         huge = structured(await client.call_tool("list_runs", {"limit": 10**30}))
         assert huge["result"] == []
+        blank = await client.call_tool("run_plan", {"plan": READ_ONLY, "run_id": " "})
+        assert blank.is_error
+        assert "the run id is blank" in blank.content[0].text  # type: ignore[union-attr]
+        assert structured(await client.call_tool("list_runs", {}))["result"] == []  # none ran

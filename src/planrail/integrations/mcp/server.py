@@ -28,6 +28,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from planrail.engine.checkpoint import load_result
+from planrail.errors import PlanrailError
 from planrail.integrations.mcp import runs
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
@@ -103,10 +104,16 @@ class Service:
                 error="the plan is invalid: nothing was run",
                 errors=[IssueOut.model_validate(i.to_dict()) for i in report.errors],
             )
-        return _out(await runs.start(report.plan, self.registry, self.store, run_id, ask))
+        try:
+            return _out(await runs.start(report.plan, self.registry, self.store, run_id, ask))
+        except PlanrailError as exc:  # the run could not start: a bad run id, a busy run
+            raise ToolError(exc.message) from None
 
     async def resume_run(self, run_id: str) -> RunOut:
-        return _out(await runs.resume(run_id, self.registry, self.store))
+        try:
+            return _out(await runs.resume(run_id, self.registry, self.store))
+        except PlanrailError as exc:  # no such run, another runner holds it, another plan
+            raise ToolError(exc.message) from None
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         result = load_result(self.store, run_id)
