@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -162,6 +163,33 @@ def test_a_run_id_no_run_should_have_is_refused_before_anything_runs(
         assert store.list_runs() == []
     assert caught.value.message == f"the run id {problem}"
     assert rec.calls == []
+
+
+def test_a_run_stored_under_such_an_id_before_the_rule_is_still_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule is for new runs: one an earlier planrail stored as ``" "`` (simulated by
+    switching the check off while it is created) is approved and run under its own id."""
+    from planrail.engine import executor
+    from planrail.engine.approval import defer
+
+    saved: list[int] = []
+
+    @planrail.tool(side_effects="keyed")
+    def save(x: int) -> int:
+        saved.append(x)
+        return x
+
+    plan = {"goal": "g", "steps": [{"id": "s", "tool": "save", "args": {"x": 1}}]}
+    with planrail.store.open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        with monkeypatch.context() as earlier:
+            earlier.setattr(executor, "run_id_problem", lambda run_id: None)
+            waiting = planrail.prepare(plan, [save], store=store, run_id=" ", approver=defer)
+            assert asyncio.run(waiting.run()).status == "awaiting_approval"
+        assert saved == []
+        assert planrail.run(plan, [save], store=store, run_id=" ", approve=True).run_id == " "
+        assert store.get_run(" ").status == "succeeded"  # type: ignore[union-attr]
+    assert saved == [1]
 
 
 def test_any_other_text_is_a_run_id() -> None:

@@ -112,11 +112,8 @@ def _check_options(
     """What a caller of :class:`Execution` (``prepare``, ``run``, ``arun``: every door) got
     wrong, said where it was given — a TypeError or ValueError naming the option — rather than
     an AttributeError from deep inside the run, or a wrong run."""
-    if run_id is not None:
-        if not isinstance(run_id, str):
-            raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
-        if (problem := run_id_problem(run_id)) is not None:
-            raise ExecutionError(f"the run id {problem}")
+    if run_id is not None and not isinstance(run_id, str):
+        raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
     if max_concurrency is not None:
         if not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool):
             raise TypeError(
@@ -177,6 +174,9 @@ class Execution:
         observers = list(observers)
         _check_options(run_id, max_concurrency, failure_mode, clock, observers, policy, security)
         check_store(store)
+        if run_id is not None and (problem := run_id_problem(run_id)) is not None:
+            if store is None or store.get_run(run_id) is None:  # a stored run keeps its id
+                raise ExecutionError(f"the run id {problem}")
         self.registry = ToolRegistry.of(tools)
         self.compiled = CompiledPlan.of(plan, self.registry).for_registry(self.registry)
         """The plan with what its validation learned (:mod:`planrail.plan.compiled`): the one
