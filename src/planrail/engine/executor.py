@@ -174,9 +174,12 @@ class Execution:
         observers = list(observers)
         _check_options(run_id, max_concurrency, failure_mode, clock, observers, policy, security)
         check_store(store)
-        problem = None if run_id is None else run_id_problem(run_id)
-        if problem is not None and (store is None or store.get_run(str(run_id)) is None):
-            raise ExecutionError(f"the run id {problem}")  # a run stored earlier keeps its id
+        if (
+            run_id is not None
+            and (problem := run_id_problem(run_id)) is not None
+            and (store is None or store.get_run(run_id) is None)  # a stored run keeps its id
+        ):
+            raise ExecutionError(f"the run id {problem}")
         self.registry = ToolRegistry.of(tools)
         self.compiled = CompiledPlan.of(plan, self.registry).for_registry(self.registry)
         """The plan with what its validation learned (:mod:`planrail.plan.compiled`): the one
