@@ -55,3 +55,13 @@ def test_a_run_id_no_run_should_have_is_refused_when_the_agent_is_made(
     with pytest.raises(ExecutionError, match="the run id"):
         Agent(llm, kit.tools, approval=approve_all, run_id=run_id)
     assert llm.requests == []
+
+
+def test_a_run_id_that_leaves_no_room_for_its_replans_ids_is_refused(kit: Kit) -> None:
+    """Replan N runs as ``ID-rN``: an id of 254 characters with 3 replans would reach the
+    third replan's run and be refused there, mid-run."""
+    llm = ScriptedLLM([good_plan()])
+    with pytest.raises(ExecutionError, match="replans' ids"):
+        Agent(llm, kit.tools, approval=approve_all, run_id="x" * 254, max_replans=3)
+    Agent(llm, kit.tools, approval=approve_all, run_id="x" * 253, max_replans=3)  # fits
+    Agent(llm, kit.tools, approval=approve_all, run_id="x" * 256)  # no replans

@@ -20,7 +20,13 @@ from planrail.agent.result import AgentResult, Trace
 from planrail.agent.stages import kept_calls, stage_failure_text
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.call_guard import CallGuard
-from planrail.engine.executor import Execution, FailureMode, new_run_id, run_id_problem
+from planrail.engine.executor import (
+    MAX_RUN_ID_LENGTH,
+    Execution,
+    FailureMode,
+    new_run_id,
+    run_id_problem,
+)
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import ExecutionError
 from planrail.llm.base import LLM
@@ -140,6 +146,13 @@ class Agent:
                 raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
             if (problem := run_id_problem(run_id)) is not None:
                 raise ExecutionError(f"the run id {problem}")
+            last = f"{run_id}-r{max_replans}"  # the longest id a replan gets
+            if max_replans and len(last) > MAX_RUN_ID_LENGTH:
+                raise ExecutionError(
+                    f"the run id is {len(run_id)} characters, and its replans' ids"
+                    f" ({run_id[:8]}…-r1 to -r{max_replans}) would pass the"
+                    f" {MAX_RUN_ID_LENGTH} allowed"
+                )
         self.run_id = run_id
         self.prompt: PromptMode = prompt
         """The planner's prompt mode: ``full``, ``compact`` or ``auto`` (by context size)."""
