@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from planrail.cli import app
@@ -265,3 +266,12 @@ def test_ui_on_all_interfaces_needs_an_explicit_token() -> None:
     result = CliRunner().invoke(app, ["ui", "--host", "0.0.0.0", "--store", "memory://"])
     assert result.exit_code == 2
     assert "--token" in result.output
+
+
+@pytest.mark.parametrize("token", ["abc", "", "sixteen chars ok?", "a&b=cdefghijklmnopq"])
+def test_ui_refuses_a_token_short_or_not_url_safe(token: str) -> None:
+    """A given token is the key to every operator action and is printed in the URL: at
+    least 16 URL-safe characters (``abc`` was taken, and ``a&b=…`` broke the printed URL)."""
+    result = CliRunner().invoke(app, ["ui", "--store", "memory://", "--token", token])
+    assert result.exit_code == 2
+    assert "--token must be at least 16 characters" in " ".join(result.output.split())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import typer
@@ -22,6 +23,9 @@ from planrail.cli.common import (
 __all__: list[str] = []
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+MIN_TOKEN_LENGTH = 16
+"""The shortest ``--token`` taken (the generated ones are 32 characters)."""
+_URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]+")
 
 
 @app.command("ui")
@@ -62,6 +66,14 @@ def ui_cmd(
             console,
             f"--host {host} makes the dashboard reachable from other machines: give an explicit"
             " --token (or PLANRAIL_UI_TOKEN)",
+            ExitCode.USAGE,
+        )
+    if token is not None and (len(token) < MIN_TOKEN_LENGTH or not _URL_SAFE.fullmatch(token)):
+        raise fail(
+            console,
+            f"--token must be at least {MIN_TOKEN_LENGTH} characters of A-Z a-z 0-9 - _ . ~"
+            " (it is the key to every operator action, and it travels in the printed URL);"
+            " one is printed by: python -c 'import secrets; print(secrets.token_urlsafe(24))'",
             ExitCode.USAGE,
         )
     registry = registry_from(tools, catalog, console)
