@@ -86,3 +86,21 @@ def test_budget_and_prices_are_validated_values() -> None:
     table = PriceTable.from_mapping({"gpt-4.1-mini": {"input": 0.4, "output": 1.6}})
     assert table.cost("openai:gpt-4.1-mini", Usage(1_000_000, 1_000_000)) == pytest.approx(2.0)
     assert table.cost("other", Usage(10, 10)) == 0.0
+
+
+@pytest.mark.parametrize("price", [float("nan"), float("inf"), -0.5])
+def test_a_price_that_is_not_a_finite_number_at_least_zero_is_refused(price: float) -> None:
+    """A NaN price made every cost NaN, and a NaN cost never exceeds a budget."""
+    from planrail.llm.budget import PriceTable
+
+    with pytest.raises(ValueError, match="the output price of 'm' must be a number >= 0"):
+        PriceTable.from_mapping({"m": {"input": 1.0, "output": price}})
+
+
+def test_a_base_url_that_is_not_http_is_refused_when_the_client_is_made() -> None:
+    """It failed on the first request, after planning had started, as a run failure."""
+    from planrail.llm import open_llm
+    from planrail.llm.errors import LLMRequestError
+
+    with pytest.raises(LLMRequestError, match="base_url must be an http"):
+        open_llm("openai:x", base_url="localhost:8080/v1")

@@ -9,6 +9,7 @@ after it answers. Overspending raises :class:`~planrail.llm.errors.BudgetExceede
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,13 +68,18 @@ class PriceTable:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> PriceTable:
-        """From ``{"model": {"input": 0.4, "output": 1.6}, ...}`` (per million tokens)."""
-        return cls(
-            {
-                name: Price(float(p.get("input", 0.0)), float(p.get("output", 0.0)))
-                for name, p in data.items()
-            }
-        )
+        """From ``{"model": {"input": 0.4, "output": 1.6}, ...}`` (per million tokens); a
+        ValueError names a price that is not a finite number >= 0 (a NaN price made every
+        cost NaN, and no budget can be exceeded by NaN)."""
+        return cls({name: Price(_price(p, "input", name), _price(p, "output", name))
+                    for name, p in data.items()})  # fmt: skip
+
+
+def _price(entry: Any, key: str, model: str) -> float:
+    value = float(entry.get(key, 0.0))
+    if not 0 <= value < math.inf:
+        raise ValueError(f"the {key} price of {model!r} must be a number >= 0, got {value}")
+    return value
 
 
 class BudgetMeter:

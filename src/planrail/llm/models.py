@@ -45,6 +45,8 @@ def open_llm(
 ) -> LLM:
     """The client for model ``name`` (see the table in this module's docstring)."""
     provider, model = split_model_name(name)
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise LLMRequestError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
     if provider == "anthropic":
         from planrail.llm.anthropic_client import AnthropicClient
 
