@@ -118,14 +118,15 @@ def test_line_progress_writes_what_is_pending_when_it_ends() -> None:
     assert out.writes == 2
 
 
-def test_line_progress_leaves_control_characters_out() -> None:
+def test_line_progress_shows_control_characters_as_escapes() -> None:
     """A tool's error message cannot move the cursor or recolour the terminal of whoever
-    reads the log; tabs stay."""
+    reads the log: its control characters are written as escapes, as every CLI console
+    writes them (planrail.cli.printable); tabs stay."""
     out = io.StringIO()
     progress = LineProgress(Console(file=out, width=200))
     err = {"type": "ToolError", "message": "\x1b[31mred\x1b[0m\rover\x07\tdone", "retryable": False}
     progress.on_event(ev(E.STEP_FAILED, 0.0, "a", 1, error=err))  # type: ignore[arg-type]
-    assert out.getvalue() == "   0.00s ✗ a failed: [31mred[0mover\tdone\n"
+    assert out.getvalue() == "   0.00s ✗ a failed: \\x1b[31mred\\x1b[0m\\x0dover\\x07\tdone\n"
 
 
 def test_line_progress_stops_quietly_when_its_reader_goes() -> None:

@@ -10,10 +10,10 @@ import importlib
 import sys
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 
 from planrail.cli.common import ExitCode, app
+from planrail.cli.printable import console as printable_console
 from planrail.errors import PlanrailError
 
 __all__ = ["ExitCode", "app", "main"]
@@ -46,5 +46,7 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         return app(args=argv, prog_name="planrail")
     except PlanrailError as exc:  # anything not handled by a command: one line, never a traceback
-        Console(stderr=True).print(f"[red]error:[/] {escape(exc.message)}", highlight=False)
+        printable_console(stderr=True).print(
+            f"[red]error:[/] {escape(exc.message)}", highlight=False
+        )
         sys.exit(ExitCode.USAGE)

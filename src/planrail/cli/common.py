@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from planrail.cli.jsonout import json_text
+from planrail.cli.printable import console as printable_console
 from planrail.cli.render import print_issues, print_result
 from planrail.engine.approval import ApprovalRequest, Approver
 from planrail.engine.executor import Execution
@@ -82,7 +83,7 @@ TraceOpt = Annotated[
 
 def out(json_mode: bool) -> Console:
     """Human output goes to stdout, or to stderr when stdout carries JSON."""
-    return Console(stderr=json_mode, highlight=False)
+    return printable_console(stderr=json_mode, highlight=False)
 
 
 def fail(console: Console, message: str, code: ExitCode) -> typer.Exit:

@@ -18,6 +18,7 @@ from planrail.cli.common import (
     registry_from,
 )
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
+from planrail.cli.printable import console as printable_console
 from planrail.errors import MissingExtraError
 
 __all__: list[str] = []
@@ -44,7 +45,7 @@ def serve_cmd(
 ) -> None:
     """Serve validate_plan, run_plan, get_run, list_runs and resume_run over MCP (stdio by
     default); the plans' tools come from --tools and --mcp servers. See docs/mcp.md."""
-    console = Console(stderr=True, highlight=False)  # stdout is the protocol's (stdio)
+    console = printable_console(stderr=True, highlight=False)  # stdout: the protocol's
     host, port = _address(http, console) if http is not None else ("", 0)
     try:
         from planrail.integrations.mcp.server import Service, build_server

@@ -16,6 +16,7 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from planrail.cli.printable import printable
 from planrail.cli.render import STATUS_STYLE
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.events import Event, EventType
@@ -183,11 +184,6 @@ class LiveProgress:
         return Group(*rows)
 
 
-_UNPRINTABLE = dict.fromkeys((*range(0, 9), *range(11, 32), 127))
-"""Control characters other than tab and newline: left out of a log line (an error message's
-escape sequences would otherwise reach whoever reads the log in a terminal)."""
-
-
 class LineProgress:
     """One line per event, for logs and pipes: ``elapsed icon step status (duration): detail``.
 
@@ -249,7 +245,7 @@ class LineProgress:
     def _line(self, text: str) -> None:
         if self._gone:
             return
-        self._pending.append(text.translate(_UNPRINTABLE))
+        self._pending.append(printable(text))  # an error's escape sequences, shown as text
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not inside a run's loop: nothing later would write it

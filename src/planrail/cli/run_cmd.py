@@ -41,6 +41,7 @@ from planrail.cli.common import (
 )
 from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
+from planrail.cli.printable import console as printable_console
 from planrail.cli.render import print_issues, print_warnings
 from planrail.errors import PlanrailError
 from planrail.plan.validate import (
@@ -218,4 +219,4 @@ def demo_cmd(
     """The built-in end-to-end demonstration: onboarding on a local SQLite CRM (no network)."""
     from planrail.cli.demo import run_demo
 
-    raise typer.Exit(run_demo(Console(highlight=False), fast=fast))
+    raise typer.Exit(run_demo(printable_console(highlight=False), fast=fast))
