@@ -44,3 +44,16 @@ def test_the_approval_screen_shows_a_hiding_argument_escaped(cli: Cli, tmp_path:
     assert "\x1b" not in result.output
     assert "name = \\x1b[2J\\x1b[Hname = Alice" in result.output
     assert "save \\x1b[8mhidden\\x1b[0m" in result.output
+
+
+def test_rich_cursor_controls_pass_through_unescaped() -> None:
+    """Live progress moves the cursor with Rich's control segments: those are Rich's own,
+    not text it was given, and reach the terminal as they are."""
+    from rich.control import Control
+
+    out = io.StringIO()
+    con = console(file=out, force_terminal=True, width=80, highlight=False)
+    con.print(Control.move_to(0, 0), "after")
+    printed = out.getvalue()
+    assert "\x1b[1;1H" in printed
+    assert "\\x1b" not in printed

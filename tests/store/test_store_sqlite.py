@@ -352,3 +352,18 @@ def test_committing_events_does_not_write_the_run_row(
         assert conn.execute("SELECT count(*) FROM run_writes").fetchone() == (1,)
     finally:
         conn.close()
+
+
+def test_three_slashes_are_a_relative_path_and_four_an_absolute_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite:///tmp/x.db`` is ``./tmp/x.db`` (docs/durability.md), ``sqlite:////abs`` is
+    ``/abs``: the URL convention, which surprises a reader expecting ``/tmp``."""
+    from planrail.store import open_store
+
+    monkeypatch.chdir(tmp_path)
+    open_store("sqlite:///tmp/x.db").close()
+    assert (tmp_path / "tmp" / "x.db").is_file()
+    absolute = tmp_path / "abs" / "y.db"
+    open_store(f"sqlite:///{absolute}").close()  # the path's own "/" makes the fourth
+    assert absolute.is_file()

@@ -24,8 +24,8 @@ from planrail.engine.executor import (
     MAX_RUN_ID_LENGTH,
     Execution,
     FailureMode,
+    check_new_run_id,
     new_run_id,
-    run_id_problem,
 )
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import ExecutionError
@@ -142,10 +142,7 @@ class Agent:
         self.tool_runner = tool_runner
         self.approve_call = approve_call
         if run_id is not None:  # checked before any model is asked, as Execution checks it
-            if not isinstance(run_id, str):
-                raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
-            if (problem := run_id_problem(run_id)) is not None:
-                raise ExecutionError(f"the run id {problem}")
+            check_new_run_id(run_id)
             last = f"{run_id}-r{max_replans}"  # the longest id a replan gets
             if max_replans and len(last) > MAX_RUN_ID_LENGTH:
                 raise ExecutionError(

@@ -17,10 +17,12 @@ from typing import Any
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook
 from rich.segment import Segment
 
+from planrail.plan.strict_json import CONTROL_CHARACTERS
+
 __all__ = ["console", "printable"]
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 controls but newline and tab, DEL, and C1 controls."""
+_CONTROL = re.compile(f"(?![\n\t])[{CONTROL_CHARACTERS}]")
+"""The control characters but newline and tab."""
 
 
 def printable(text: str) -> str:

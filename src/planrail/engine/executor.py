@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -53,7 +54,7 @@ from planrail.plan.provenance import Provenance
 from planrail.plan.refs import resolve_value
 from planrail.plan.secrets import Redactor
 from planrail.plan.stages import stage_goals
-from planrail.plan.strict_json import surrogate_problem
+from planrail.plan.strict_json import CONTROL_CHARACTERS, surrogate_problem
 from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRunner
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import (
@@ -81,6 +82,7 @@ def new_run_id() -> str:
     return "run_" + uuid.uuid4().hex[:12]
 
 
+_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 MAX_RUN_ID_LENGTH = 256
 """The longest run id a new run may have (every idempotency key, ``RUN_ID:STEP``, holds it)."""
 
@@ -92,16 +94,26 @@ def run_id_problem(run_id: str) -> str | None:
     than :data:`MAX_RUN_ID_LENGTH`, and Unicode (no store could keep a lone surrogate)."""
     if not run_id.strip():
         return "is empty" if not run_id else "is blank"
-    control = next((c for c in run_id if ord(c) < 32 or 127 <= ord(c) < 160), None)
+    control = _CONTROL.search(run_id)
     if control is not None:
-        return f"holds a control character (U+{ord(control):04X})"
+        return f"holds a control character (U+{ord(control.group()):04X})"
     if len(run_id) > MAX_RUN_ID_LENGTH:
         return f"is {len(run_id):,} characters; at most {MAX_RUN_ID_LENGTH} are allowed"
     return surrogate_problem(run_id)
 
 
+def check_new_run_id(run_id: object, store: Store | None = None) -> None:
+    """A TypeError for a run id that is not a ``str``, an :class:`ExecutionError` for one
+    :func:`run_id_problem` refuses — unless ``store`` already holds that run (a run stored
+    earlier keeps its id). What :class:`Execution` and :class:`~planrail.agent.Agent` check."""
+    if not isinstance(run_id, str):
+        raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
+    problem = run_id_problem(run_id)
+    if problem is not None and (store is None or store.get_run(run_id) is None):
+        raise ExecutionError(f"the run id {problem}")
+
+
 def _check_options(
-    run_id: Any,
     max_concurrency: Any,
     failure_mode: Any,
     clock: Any,
@@ -112,8 +124,6 @@ def _check_options(
     """What a caller of :class:`Execution` (``prepare``, ``run``, ``arun``: every door) got
     wrong, said where it was given — a TypeError or ValueError naming the option — rather than
     an AttributeError from deep inside the run, or a wrong run."""
-    if run_id is not None and not isinstance(run_id, str):
-        raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
     if max_concurrency is not None:
         if not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool):
             raise TypeError(
@@ -172,14 +182,10 @@ class Execution:
         previous: Plan | None = None,
     ) -> None:
         observers = list(observers)
-        _check_options(run_id, max_concurrency, failure_mode, clock, observers, policy, security)
+        _check_options(max_concurrency, failure_mode, clock, observers, policy, security)
         check_store(store)
-        if (
-            run_id is not None
-            and (problem := run_id_problem(run_id)) is not None
-            and (store is None or store.get_run(run_id) is None)  # a stored run keeps its id
-        ):
-            raise ExecutionError(f"the run id {problem}")
+        if run_id is not None:
+            check_new_run_id(run_id, store)
         self.registry = ToolRegistry.of(tools)
         self.compiled = CompiledPlan.of(plan, self.registry).for_registry(self.registry)
         """The plan with what its validation learned (:mod:`planrail.plan.compiled`): the one

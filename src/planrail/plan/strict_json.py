@@ -27,11 +27,22 @@ from typing import Any
 
 import pydantic
 
-__all__ = ["escape_surrogates", "lone_surrogate", "odd_value", "path_of", "surrogate_problem"]
+__all__ = [
+    "CONTROL_CHARACTERS",
+    "escape_surrogates",
+    "lone_surrogate",
+    "odd_value",
+    "path_of",
+    "surrogate_problem",
+]
 
 _PLAIN = (int, bool, type(None))
 _MAX_DEPTH = 200
 _SURROGATE = re.compile("[\ud800-\udfff]")
+CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f"
+"""The control characters, as the body of a regex character class: C0 (newline and tab
+included), DEL and C1. Text that reaches a terminal shows them as escapes
+(``planrail.cli.printable``); a run id may not hold them (``engine.executor``)."""
 
 
 def lone_surrogate(text: str) -> str | None:
@@ -81,7 +92,7 @@ def _walk(value: Any, path: str, seen: set[int], depth: int) -> str | None:
     kind = type(value)
     if kind in _PLAIN:
         return None
-    if kind is str or isinstance(value, str):
+    if isinstance(value, str):
         problem = surrogate_problem(value)
         return None if problem is None else f"{path}: the string {problem}"
     if kind is float:

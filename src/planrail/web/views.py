@@ -327,7 +327,10 @@ def approval_view(
     Built from :class:`~planrail.engine.approval.ApprovalRequest` and its approval screen
     (:mod:`planrail.engine.approval_view`, the CLI's) over the stored plan.
     """
-    plan = Plan.model_validate(run.plan)
+    # One validation: its warnings go on the page, and its plan (when the dashboard's tools
+    # accept it; else the stored plan as a model) is what the page shows.
+    report = check_plan(run.plan, registry if len(registry) else None)
+    plan = report.plan if report.plan is not None else Plan.model_validate(run.plan)
     effects = effects_of(plan.steps, registry)
     before = _previous_plan(previous)
     redactor = Redactor.for_plan(plan, registry)
@@ -380,7 +383,7 @@ def approval_view(
         "diff": _diff(view.diff, previous, masker, before, plan),
         "warnings": [
             {**w.to_dict(), "message": w.message if redactor is None else redactor.text(w.message)}
-            for w in check_plan(run.plan, registry if len(registry) else None).warnings
+            for w in report.warnings
         ],
     }
 

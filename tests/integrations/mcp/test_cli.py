@@ -191,7 +191,7 @@ def test_a_server_that_never_answers_is_a_usage_error_after_its_start_timeout(
     is not JSON-RPC) stops the command after ``start_timeout``, saying so; before, planrail
     waited without end."""
     config = tmp_path / "servers.yaml"
-    silent = [sys.executable, "-c", "import time; time.sleep(120)"]
+    silent = [sys.executable, "-c", "import sys; sys.stdin.read()"]  # reads, never answers
     config.write_text(json.dumps({"servers": {"mute": {"command": silent, "start_timeout": 0.5}}}))
     plan = tmp_path / "plan.json"
     plan.write_text('{"steps": [{"id": "a", "tool": "mute.y"}]}')

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +124,15 @@ async def test_served_plans_can_call_mcp_tools_too(tmp_path: Path) -> None:
 async def test_serve_over_streamable_http(tmp_path: Path) -> None:
     """``mcp serve --http 127.0.0.1:0`` serves the same tools over Streamable HTTP (the URL it
     prints once it listens)."""
+    async with _served_over_http(tmp_path) as url, Client(url) as client:
+        ran = structured(await client.call_tool("run_plan", {"plan": READ_ONLY}))
+    assert ran["status"] == "succeeded"
+
+
+@contextlib.asynccontextmanager
+async def _served_over_http(tmp_path: Path) -> AsyncIterator[str]:
+    """``planrail mcp serve --http 127.0.0.1:0`` in a process of its own: the URL it prints
+    once it listens."""
     proc = await asyncio.create_subprocess_exec(
         *[PLANRAIL, "mcp", "serve", "--tools", TOOLS, "--store", f"sqlite:///{tmp_path / 'r.db'}"],
         "--http",
@@ -133,9 +144,7 @@ async def test_serve_over_streamable_http(tmp_path: Path) -> None:
         line = (await asyncio.wait_for(proc.stderr.readline(), START_BUDGET)).decode()
         url = line.rsplit(" ", 1)[-1].strip()
         assert url.startswith("http://127.0.0.1:"), line
-        async with Client(url) as client:
-            ran = structured(await client.call_tool("run_plan", {"plan": READ_ONLY}))
-        assert ran["status"] == "succeeded"
+        yield url
     finally:
         proc.kill()
         await proc.wait()
@@ -158,3 +167,34 @@ async def test_an_anticipated_refusal_reaches_the_client_with_its_reason(tmp_pat
         assert blank.is_error
         assert "the run id is blank" in blank.content[0].text  # type: ignore[union-attr]
         assert structured(await client.call_tool("list_runs", {}))["result"] == []  # none ran
+
+
+async def test_over_http_a_request_nested_past_the_sdks_parser_gets_a_parse_error(
+    tmp_path: Path,
+) -> None:
+    """docs/mcp.md: a request nested ~200 levels deep never reaches planrail (the SDK's JSON
+    parser stops); over Streamable HTTP the SDK answers JSON-RPC -32700. (Over stdio it sends
+    no answer at all: not tested here, it would mean waiting for a timeout.)"""
+    import httpx
+
+    async with _served_over_http(tmp_path) as url:
+        headers = {"accept": "application/json, text/event-stream"}
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+                 "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
+        deep: Any = {"x": 1}
+        for _ in range(200):
+            deep = [deep]
+        call = {"name": "validate_plan", "arguments": {"plan": {"steps": deep}}}
+        async with httpx.AsyncClient(timeout=30) as http:
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+            first = await http.post(url, json=init, headers=headers)
+            assert first.status_code == 200
+            session = {**headers, "mcp-session-id": first.headers["mcp-session-id"]}
+            done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await http.post(url, json=done, headers=session)
+            body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+            answer = await http.post(
+                url, content=body, headers={**session, "content-type": "application/json"}
+            )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == -32700

@@ -18,6 +18,8 @@ purpose: an agent approving its own plan is no approval.
 
 # No ``from __future__ import annotations``: the SDK reads the tools' annotations (among them
 # a resolver defined in build_server) as objects.
+import contextlib
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation, ElicitationResult
@@ -75,6 +77,16 @@ class Approval(BaseModel):
     approve: bool = Field(description="Run this plan?")
 
 
+@contextlib.contextmanager
+def _told_to_the_caller(*anticipated: type[Exception]) -> Iterator[None]:
+    """The caller's mistakes (``anticipated``) as the SDK's ``ToolError``: the client reads
+    the reason with ``isError``, and the server logs no crash. Anything else stays a crash."""
+    try:
+        yield
+    except anticipated as exc:
+        raise ToolError(getattr(exc, "message", None) or str(exc)) from None
+
+
 class Service:
     """What the MCP tools do, on a registry of tools and a store."""
 
@@ -104,16 +116,12 @@ class Service:
                 error="the plan is invalid: nothing was run",
                 errors=[IssueOut.model_validate(i.to_dict()) for i in report.errors],
             )
-        try:
+        with _told_to_the_caller(PlanrailError):  # a bad run id, a busy run, another plan
             return _out(await runs.start(report.plan, self.registry, self.store, run_id, ask))
-        except PlanrailError as exc:  # the run could not start: a bad run id, a busy run
-            raise ToolError(exc.message) from None
 
     async def resume_run(self, run_id: str) -> RunOut:
-        try:
+        with _told_to_the_caller(PlanrailError):  # another runner holds it, another plan
             return _out(await runs.resume(run_id, self.registry, self.store))
-        except PlanrailError as exc:  # no such run, another runner holds it, another plan
-            raise ToolError(exc.message) from None
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         result = load_result(self.store, run_id)
@@ -123,10 +131,8 @@ class Service:
         return data
 
     def list_runs(self, status: str | None, limit: int) -> list[RunSummary]:
-        try:
+        with _told_to_the_caller(ValueError):  # a bad status or limit, as the store says it
             found = self.store.list_runs(status=status, limit=limit)
-        except ValueError as exc:  # a bad status or limit, said as the store says it
-            raise ToolError(str(exc)) from None
         return [
             RunSummary(
                 run_id=r.run_id,
