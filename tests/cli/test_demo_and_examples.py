@@ -165,3 +165,31 @@ def test_installed_entry_point_smoke(tmp_path: Path) -> None:
     )
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr
+
+
+def test_python_dash_m_planrail_is_the_command(tmp_path: Path) -> None:
+    """``python -m planrail`` is the ``planrail`` command (for a venv whose scripts folder is
+    not on PATH): the same help, program name and exit codes."""
+    env = subprocess_env(tmp_path)
+
+    def module(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "planrail", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    help_ = module("--help")
+    assert help_.returncode == 0, help_.stderr
+    assert "Usage: planrail " in help_.stdout
+    plan = tmp_path / "bad.json"
+    plan.write_text('{"steps": [{"id": "a", "tool": "t", "depends_on": ["a"]}]}')
+    invalid = module("validate", str(plan), "--json")
+    assert invalid.returncode == 3
+    assert "self_dependency" in {i["code"] for i in json.loads(invalid.stdout)["errors"]}
+    missing = module("validate", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2
+    assert "Traceback" not in missing.stderr
