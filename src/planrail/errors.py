@@ -50,7 +50,7 @@
     │   └── BudgetExceededError         a run's LLM budget is spent (stops it) (llm.errors)
     ├── StoreError                      the store cannot be opened, read or written
     │   ├── StoreCorruptError           the store's files are damaged: planrail refuses to guess
-    │   ├── StoreNotFoundError          open_store(create=False): no SQLite file there, none made
+    │   ├── StoreNotFoundError          open_store(create=False): no store there, none made
     │   ├── RunExistsError              ``create_run`` of a run id already held (store.base)
     │   ├── RunNotFoundError            a write for a run the store does not hold (store.base)
     │   └── IdempotencyConflictError    a key reused with other arguments      (store.base)
@@ -265,8 +265,10 @@ class StoreCorruptError(StoreError):
 
 
 class StoreNotFoundError(StoreError):
-    """``open_store(url, create=False)`` names a SQLite file that does not exist: nothing was
-    created (a mistyped ``--store`` path is said, not answered with a new empty store)."""
+    """``open_store(url, create=False)`` names a SQLite file that does not exist, or a SQLite
+    database that holds no planrail store: nothing was created or changed (a mistyped
+    ``--store`` path is said, not answered with a new empty store or with planrail's tables
+    written into another program's database)."""
 
     code = "store_not_found"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,46 @@ def test_create_false_refuses_a_missing_sqlite_file_and_makes_nothing(
     open_store(url).close()  # a run creates it
     with open_store(url, create=False) as store:
         assert isinstance(store, SQLiteStore)
+
+
+def _tables(path: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master"))
+
+
+def _journal_mode(path: Path) -> str:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+
+
+@pytest.mark.parametrize("tables", [["CREATE TABLE contacts (name TEXT)"], []])
+def test_create_false_refuses_another_programs_database_and_changes_nothing(
+    tmp_path: Path, tables: list[str]
+) -> None:
+    """A SQLite database without planrail's tables (another program's, or an empty one) is no
+    store to read runs from: ``create=False`` says so, naming its tables, and neither writes
+    planrail's schema into it nor switches it to WAL. A run (``create=True``) may use it."""
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for sql in tables:
+            conn.execute(sql)
+        conn.execute("PRAGMA user_version = 7")  # a header that is written, even with no table
+        conn.commit()
+    before = path.read_bytes()
+    for opening in (
+        lambda: open_store(str(path), create=False),
+        lambda: SQLiteStore(path, create=False),
+    ):
+        with pytest.raises(StoreNotFoundError, match="not a planrail store") as caught:
+            opening()
+        assert ("contacts" in str(caught.value)) == bool(tables)
+    assert path.read_bytes() == before
+    assert _journal_mode(path) == "delete"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+    open_store(str(path)).close()  # a run may share the file
+    assert "schema_version" in _tables(path)
+    with open_store(str(path), create=False) as store:
+        assert store.list_runs() == []
 
 
 def test_memory_url_opens_a_memory_store() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from planrail.errors import StoreError, StoreNotFoundError
+from planrail.errors import StoreError
 from planrail.store.base import (
     RUN_STATUSES,
     Event,
@@ -65,9 +65,10 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
 
     ``None`` means the ``PLANRAIL_STORE`` environment variable, or ``DEFAULT_STORE_URL`` when
     that is unset or empty. A SQLite file (and its folder) is created when missing; with
-    ``create=False`` it must exist (:class:`~planrail.errors.StoreNotFoundError` otherwise,
-    nothing created): what reads or changes runs already made opens a store so, since a new
-    empty one holds none of them.
+    ``create=False`` it must exist and be a planrail store
+    (:class:`~planrail.errors.StoreNotFoundError` otherwise — a missing file, or a SQLite
+    database of another program — with nothing created or changed): what reads or changes
+    runs already made opens a store so, since a new empty one holds none of them.
     """
     if url is None:
         url = os.environ.get("PLANRAIL_STORE") or DEFAULT_STORE_URL
@@ -95,12 +96,7 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
 
 
 def _sqlite(path: str, create: bool) -> SQLiteStore:
-    if not create and not os.path.exists(path):
-        raise StoreNotFoundError(
-            f"no store at {path}: no run has used it yet (a run creates it; --store or"
-            " PLANRAIL_STORE names another)"
-        )
-    return SQLiteStore(path)
+    return SQLiteStore(path, create=create)
 
 
 def __getattr__(name: str) -> Any:

@@ -10,7 +10,7 @@ Errors (all ``StoreError``, so ``planrail.errors`` stays the one rooted tree)::
 
     StoreError
     ├── StoreCorruptError              (planrail.errors) the store's files are damaged
-    ├── StoreNotFoundError             (planrail.errors) open_store(create=False): no such file
+    ├── StoreNotFoundError             (planrail.errors) open_store(create=False): no store there
     ├── RunExistsError                 create_run() with an id that is taken
     ├── RunNotFoundError               a step, event or intent names a run that does not exist
     └── IdempotencyConflictError       an idempotency key reused with different arguments

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from planrail.errors import StoreCorruptError, StoreError
+from planrail.errors import StoreCorruptError, StoreError, StoreNotFoundError
 from planrail.store._codec import INTENT_COLUMNS, conflict, encode_intent
 from planrail.store._sql import SQLStoreBase, Statements, schema_v1, schema_v2
 from planrail.store.base import Intent, check_lease_args
@@ -58,12 +58,22 @@ class SQLiteStore(SQLStoreBase):
 
     ``durable=False`` sets ``synchronous=NORMAL``: faster commits, but the last ones may be lost
     on power failure or an OS crash (never on a crash of the process itself).
+
+    ``create=False`` opens only a store that exists: a missing file, or a SQLite database that
+    holds no planrail store (another program's, or an empty one), is a
+    :class:`~planrail.errors.StoreNotFoundError`, and nothing is created or changed in it —
+    neither planrail's tables nor the database's journal mode.
     """
 
     _sql = _SQL
 
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0, durable: bool = True
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        durable: bool = True,
+        create: bool = True,
     ) -> None:
         self.path = os.fspath(path)
         self._busy_timeout = busy_timeout
@@ -71,6 +81,11 @@ class SQLiteStore(SQLStoreBase):
         in_memory = self.path == ":memory:" or self.path.startswith("file:")
         if not in_memory:
             if not os.path.lexists(self.path):
+                if not create:
+                    raise StoreNotFoundError(
+                        f"no store at {self.path}: no run has used it yet (a run creates it;"
+                        " --store or PLANRAIL_STORE names another)"
+                    )
                 _create(self.path)
             _check_file(self.path)
         with self._translate("opening the store"):
@@ -85,6 +100,8 @@ class SQLiteStore(SQLStoreBase):
         try:
             with self._translate("opening the store"):
                 self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+                if not create:
+                    self._check_is_a_store()
                 self._conn.execute("PRAGMA journal_mode = WAL").fetchall()
                 self._conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
                 self._conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_PAGES}").fetchall()
@@ -141,6 +158,28 @@ class SQLiteStore(SQLStoreBase):
                         conn.execute(statement)
             conn.execute("DELETE FROM schema_version")
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+
+    def _check_is_a_store(self) -> None:
+        """Refuse a database without planrail's ``schema_version`` table, before anything of it
+        is changed (what only reads runs must not write a schema into someone's database)."""
+        names = [
+            row[0]
+            for row in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        if "schema_version" in names:
+            return
+        held = (
+            f"its tables: {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+            if names
+            else "it has no tables"
+        )
+        raise StoreNotFoundError(
+            f"no store at {self.path}: it is a SQLite database but not a planrail store ({held});"
+            " nothing was changed in it (a run creates a store; --store or PLANRAIL_STORE"
+            " names another)"
+        )
 
     def _schema_version(self) -> int:
         try:
