@@ -4,28 +4,53 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 
-def test_planrail_ui_prints_a_token_url_that_signs_in(tmp_path: Path) -> None:
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("host", "in_url"),
+    [
+        ([], "127.0.0.1"),
+        pytest.param(
+            ["--host", "::1"],
+            "[::1]",
+            marks=pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here"),
+        ),
+    ],
+)
+def test_planrail_ui_prints_a_token_url_that_signs_in(
+    tmp_path: Path, host: list[str], in_url: str
+) -> None:
     """The printed URL is on 127.0.0.1 (a free port with --port 0) with a random token; it sets
-    the session cookie (the page then loads), while the same page without the token is 401."""
+    the session cookie (the page then loads), while the same page without the token is 401.
+    On an IPv6 address the URL brackets it (``http://::1:8765/`` is no URL)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-    cmd = [sys.executable, "-c", "from planrail.cli import main; main()", "ui"]
+    cmd = [sys.executable, "-c", "from planrail.cli import main; main()", "ui", *host]
     cmd += ["--store", f"sqlite:///{tmp_path / 'store.db'}", "--port", "0"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        found = re.search(r"(http://127\.0\.0\.1:(\d+)/\?token=(\S+))", line)
+        found = re.search(rf"(http://{re.escape(in_url)}:(\d+)/\?token=(\S+))", line)
         assert found, line
         port = int(found.group(2))
         with httpx.Client(timeout=10) as http:
-            bare = http.get(f"http://127.0.0.1:{port}/")  # listening before the URL is printed
+            bare = http.get(f"http://{in_url}:{port}/")  # listening before the URL is printed
             assert bare.status_code == 401
             signed = http.get(found.group(1), follow_redirects=True)
             assert signed.status_code == 200

@@ -268,6 +268,17 @@ def test_ui_on_all_interfaces_needs_an_explicit_token() -> None:
     assert "--token" in result.output
 
 
+@pytest.mark.parametrize("host", ["999.1.1.1", "no such host.invalid", ""])
+def test_ui_says_first_that_an_address_does_not_resolve(host: str) -> None:
+    """An address that cannot be listened on is the error (exit 2), not the missing token that
+    any address but a loopback one asks for."""
+    result = CliRunner().invoke(app, ["ui", "--host", host, "--store", "memory://"])
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())
+    assert f"cannot listen on {host}:8765" in said
+    assert "--token" not in said
+
+
 @pytest.mark.parametrize("token", ["abc", "", "sixteen chars ok?", "a&b=cdefghijklmnopq"])
 def test_ui_refuses_a_token_short_or_not_url_safe(token: str) -> None:
     """A given token is the key to every operator action and is printed in the URL: at

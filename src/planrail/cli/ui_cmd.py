@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import socket
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from planrail.cli.common import (
     CatalogOpt,
@@ -61,6 +63,7 @@ def ui_cmd(
         raise fail(
             console, "planrail ui needs the web extra: pip install 'planrail[web]'", ExitCode.USAGE
         ) from None
+    _check_address(console, host, port)
     if host not in LOOPBACK and not token:
         raise fail(
             console,
@@ -100,3 +103,12 @@ def ui_cmd(
     if not dash.can_resume:
         console.print("[dim]resume disabled: pass --tools/--catalog to run steps from here[/]")
     server.run(sock)
+
+
+def _check_address(console: Console, host: str, port: int) -> None:
+    """An address that does not resolve is said first (a token cannot help it listen)."""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise fail(console, f"cannot listen on {host}:{port}: {why}", ExitCode.USAGE) from None

@@ -55,6 +55,8 @@ class DashboardServer:
     def url(self, path: str = "/", *, token: bool = True) -> str:
         shown = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         query = f"?token={self.dash.guard.token}" if token else ""
+        if ":" in shown:  # an IPv6 address: bracketed in a URL
+            shown = f"[{shown}]"
         return f"http://{shown}:{self.port}{path}{query}"
 
     def run(self, sock: socket.socket | None = None) -> None:
