@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import signal
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -47,3 +48,13 @@ def _owned_event_loop(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     asyncio.set_event_loop(None)
     loop.close()
+
+
+@pytest.fixture
+def ipv6_loopback() -> None:
+    """Skip the test where this machine cannot listen on ``::1`` (IPv6 disabled)."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,32 +12,15 @@ import httpx
 import pytest
 
 
-def _ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
-            sock.bind(("::1", 0))
-    except OSError:
-        return False
-    return True
-
-
-@pytest.mark.parametrize(
-    ("host", "in_url"),
-    [
-        ([], "127.0.0.1"),
-        pytest.param(
-            ["--host", "::1"],
-            "[::1]",
-            marks=pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here"),
-        ),
-    ],
-)
+@pytest.mark.parametrize(("host", "in_url"), [([], "127.0.0.1"), (["--host", "::1"], "[::1]")])
 def test_planrail_ui_prints_a_token_url_that_signs_in(
-    tmp_path: Path, host: list[str], in_url: str
+    tmp_path: Path, request: pytest.FixtureRequest, host: list[str], in_url: str
 ) -> None:
     """The printed URL is on 127.0.0.1 (a free port with --port 0) with a random token; it sets
     the session cookie (the page then loads), while the same page without the token is 401.
     On an IPv6 address the URL brackets it (``http://::1:8765/`` is no URL)."""
+    if host:
+        request.getfixturevalue("ipv6_loopback")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
     cmd = [sys.executable, "-c", "from planrail.cli import main; main()", "ui", *host]
     cmd += ["--store", f"sqlite:///{tmp_path / 'store.db'}", "--port", "0"]

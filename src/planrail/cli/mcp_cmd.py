@@ -17,6 +17,7 @@ from planrail.cli.common import (
     open_store_or_exit,
     registry_from,
 )
+from planrail.cli.listening import check_address, listen_or_exit, url_host
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.printable import console as printable_console
 from planrail.errors import MissingExtraError
@@ -59,20 +60,26 @@ def serve_cmd(
         return
     import uvicorn
 
+    sock = listen_or_exit(console, host, port)
+    bound = sock.getsockname()[1]
+
     class Announcing(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
-            bound = self.servers[0].sockets[0].getsockname()[1] if self.servers else port
-            console.print(f"planrail MCP server on http://{host}:{bound}/mcp")
+            console.print(f"planrail MCP server on http://{url_host(host)}:{bound}/mcp")
 
     app_ = server.streamable_http_app(host=host)
-    Announcing(uvicorn.Config(app_, host=host, port=port, log_level="warning")).run()
+    Announcing(uvicorn.Config(app_, host=host, port=bound, log_level="warning")).run([sock])
 
 
 def _address(value: str, console: Console) -> tuple[str, int]:
+    """HOST:PORT, an IPv6 host bracketed as in a URL (``[::1]:8765``) or not (``::1:8765``)."""
     host, sep, port = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     if not sep or not host or not port.isdigit():
         raise fail(console, f"--http {value}: expected HOST:PORT", ExitCode.USAGE)
     if (number := int(port)) > 65535:
         raise fail(console, f"--http {value}: a port is 0 to 65535", ExitCode.USAGE)
+    check_address(console, host, number)
     return host, number

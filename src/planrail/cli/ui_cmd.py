@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import re
-import socket
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from planrail.cli.common import (
     CatalogOpt,
@@ -21,6 +19,7 @@ from planrail.cli.common import (
     out,
     registry_from,
 )
+from planrail.cli.listening import check_address, listen_or_exit
 
 __all__: list[str] = []
 
@@ -58,12 +57,11 @@ def ui_cmd(
     console = out(False)
     try:
         from planrail.web import Dashboard, DashboardServer, Guard, new_token
-        from planrail.web.server import listen
     except ImportError:
         raise fail(
             console, "planrail ui needs the web extra: pip install 'planrail[web]'", ExitCode.USAGE
         ) from None
-    _check_address(console, host, port)
+    check_address(console, host, port)
     if host not in LOOPBACK and not token:
         raise fail(
             console,
@@ -81,12 +79,7 @@ def ui_cmd(
         )
     registry = registry_from(tools, catalog, console)
     the_store = open_store_or_exit(store, console)
-    try:
-        sock = listen(host, port)
-    except OSError as exc:
-        raise fail(
-            console, f"cannot listen on {host}:{port}: {exc.strerror}", ExitCode.USAGE
-        ) from None
+    sock = listen_or_exit(console, host, port)
     port = int(sock.getsockname()[1])
     hosts = {"127.0.0.1", "localhost", "::1", *(allow_host or ())}
     if host not in ("0.0.0.0", "::"):
@@ -103,12 +96,3 @@ def ui_cmd(
     if not dash.can_resume:
         console.print("[dim]resume disabled: pass --tools/--catalog to run steps from here[/]")
     server.run(sock)
-
-
-def _check_address(console: Console, host: str, port: int) -> None:
-    """An address that does not resolve is said first (a token cannot help it listen)."""
-    try:
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        why = getattr(exc, "strerror", None) or str(exc)
-        raise fail(console, f"cannot listen on {host}:{port}: {why}", ExitCode.USAGE) from None

@@ -12,7 +12,7 @@ import uvicorn
 
 from planrail.web.app import Dashboard, create_app
 
-__all__ = ["DashboardServer", "free_port", "listen"]
+__all__ = ["DashboardServer", "free_port"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -20,17 +20,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (0: any free port) and listening: connections made from
-    now on wait in its backlog until the server takes them."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
 
 
 class DashboardServer:

@@ -6,12 +6,15 @@ import asyncio
 import contextlib
 import json
 import shlex
+import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import mcp_types
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from typer.testing import CliRunner
@@ -130,24 +133,60 @@ async def test_serve_over_streamable_http(tmp_path: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _served_over_http(tmp_path: Path) -> AsyncIterator[str]:
-    """``planrail mcp serve --http 127.0.0.1:0`` in a process of its own: the URL it prints
-    once it listens."""
+async def _served_over_http(
+    tmp_path: Path, address: str = "127.0.0.1:0", url_host: str = "127.0.0.1"
+) -> AsyncIterator[str]:
+    """``planrail mcp serve --http ADDRESS`` in a process of its own: the URL it prints once it
+    listens."""
     proc = await asyncio.create_subprocess_exec(
         *[PLANRAIL, "mcp", "serve", "--tools", TOOLS, "--store", f"sqlite:///{tmp_path / 'r.db'}"],
         "--http",
-        "127.0.0.1:0",
+        address,
         stderr=asyncio.subprocess.PIPE,
     )
     try:
         assert proc.stderr is not None
         line = (await asyncio.wait_for(proc.stderr.readline(), START_BUDGET)).decode()
         url = line.rsplit(" ", 1)[-1].strip()
-        assert url.startswith("http://127.0.0.1:"), line
+        assert url.startswith(f"http://{url_host}:"), line
         yield url
     finally:
         proc.kill()
         await proc.wait()
+
+
+@pytest.mark.usefixtures("ipv6_loopback")
+@pytest.mark.parametrize("address", ["[::1]:0", "::1:0"])
+async def test_serve_over_http_on_ipv6(tmp_path: Path, address: str) -> None:
+    """An IPv6 host, bracketed as in a URL or not, is served, and the printed URL brackets it
+    (``http://::1:…`` is no URL; ``[::1]:0`` was a bare "Name or service not known")."""
+    async with _served_over_http(tmp_path, address, "[::1]") as url, Client(url) as client:
+        ran = structured(await client.call_tool("run_plan", {"plan": READ_ONLY}))
+    assert ran["status"] == "succeeded"
+
+
+def test_serve_over_http_on_an_address_it_cannot_have_exits_2(tmp_path: Path) -> None:
+    """A taken port or an address that does not resolve is a usage error (exit 2, said in one
+    line); uvicorn's own failure was exit 3, which the CLI's contract keeps for invalid plans."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        for address, said in (
+            (f"127.0.0.1:{port}", f"cannot listen on 127.0.0.1:{port}: Address already in use"),
+            ("999.1.1.1:8765", "cannot listen on 999.1.1.1:8765"),
+        ):
+            serve_on = [PLANRAIL, "mcp", "serve", "--tools", TOOLS, "--store", "memory://"]
+            proc = subprocess.run(
+                [*serve_on, "--http", address],
+                capture_output=True,
+                text=True,
+                timeout=START_BUDGET,
+                check=False,
+            )
+            assert proc.returncode == 2, proc.stderr
+            assert said in " ".join(proc.stderr.split())
+            assert "Traceback" not in proc.stderr
 
 
 async def test_an_anticipated_refusal_reaches_the_client_with_its_reason(tmp_path: Path) -> None:
