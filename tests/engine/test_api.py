@@ -150,8 +150,10 @@ def test_a_run_id_that_is_not_unicode_text_is_refused_before_anything_runs(
         ("a\nb", "holds a control character (U+000A)"),
         ("a\x1b[2Jb", "holds a control character (U+001B)"),
         ("x" * 257, "is 257 characters; at most 256 are allowed"),
+        (".", "is '.', which a URL resolves away (no dashboard page could show it)"),
+        ("..", "is '..', which a URL resolves away (no dashboard page could show it)"),
     ],
-    ids=["empty", "blank", "newline", "escape", "too-long"],
+    ids=["empty", "blank", "newline", "escape", "too-long", "dot", "dot-dot"],
 )
 def test_a_run_id_no_run_should_have_is_refused_before_anything_runs(
     tmp_path: Path, run_id: str, problem: str
@@ -195,7 +197,7 @@ def test_a_run_stored_under_such_an_id_before_the_rule_is_still_resumed(
 def test_any_other_text_is_a_run_id() -> None:
     """Free text otherwise: slashes, spaces inside, non-ASCII, 256 characters."""
     rec = Recorder()
-    for run_id in ["nightly/2026-12-03", "a b", "é-ü", "x" * 256]:
+    for run_id in ["nightly/2026-12-03", "a b", "é-ü", "x" * 256, "...", ".a", "./b"]:
         assert planrail.run(probe_plan(DIAMOND), [rec.tool()], run_id=run_id).run_id == run_id
 
 

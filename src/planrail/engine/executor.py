@@ -91,9 +91,13 @@ def run_id_problem(run_id: str) -> str | None:
     """What makes ``run_id`` unfit for a new run, or None. A run id is free text, but not
     empty or blank (an unset ``--run-id "$VAR"`` would silently start a fresh run), not holding
     control characters (a newline splits every log line and table row it is in), not longer
-    than :data:`MAX_RUN_ID_LENGTH`, and Unicode (no store could keep a lone surrogate)."""
+    than :data:`MAX_RUN_ID_LENGTH`, Unicode (no store could keep a lone surrogate), and not
+    ``.`` or ``..`` (a URL path segment that every browser and HTTP client resolves away: such a
+    run would have no page on the dashboard)."""
     if not run_id.strip():
         return "is empty" if not run_id else "is blank"
+    if run_id in (".", ".."):
+        return f"is {run_id!r}, which a URL resolves away (no dashboard page could show it)"
     control = _CONTROL.search(run_id)
     if control is not None:
         return f"holds a control character (U+{ord(control.group()):04X})"
