@@ -227,7 +227,8 @@ def test_a_resolved_output_must_be_strict_json(output: Any) -> None:
 
 
 def test_resolving_a_step_the_plan_does_not_have_says_so_and_writes_nothing() -> None:
-    """``planrail resolve RUN zz``: the run has no step ``zz`` (it was called "not started")."""
+    """``planrail resolve RUN zz`` and retrying ``zz``: the run has no step ``zz`` (it was
+    called "not started")."""
     from planrail.engine import operations
 
     @tool(side_effects="none")
@@ -240,5 +241,8 @@ def test_resolving_a_step_the_plan_does_not_have_says_so_and_writes_nothing() ->
         before = store.events("r")
         with pytest.raises(operations.OperationError) as caught:
             operations.resolve(store, "r", "zz", "succeeded", output=1)
+        assert caught.value.message == "run 'r' has no step 'zz'"
+        with pytest.raises(operations.OperationError) as caught:
+            operations.retry_step(store, "r", "zz")  # the dashboard's "retry this step"
         assert caught.value.message == "run 'r' has no step 'zz'"
         assert store.events("r") == before

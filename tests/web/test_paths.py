@@ -78,7 +78,8 @@ def test_over_a_real_server_the_id_is_one_segment(served: Served) -> None:
     with ThreadPoolExecutor(1) as pool:
         pool.submit(planrail.run, PLAN, registry(), store=served.store, run_id=rid).result(60)
     one = quote(rid, safe="")
-    cookie = {"cookie": f"planrail_session={served.server.dash.guard.session}"}
+    guard = served.server.dash.guard
+    cookie = {"cookie": f"{guard.cookie_name}={guard.session}"}
     with httpx.Client(timeout=30) as http:
         answer = http.get(served.url(f"/api/runs/{one}", token=False), headers=cookie)
         assert answer.status_code == 200

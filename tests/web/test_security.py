@@ -105,6 +105,85 @@ def test_a_foreign_host_is_refused_even_with_the_cookie(store: Store) -> None:
     assert client.get("/api/runs", headers={"host": "localhost:8765"}).status_code == 200
 
 
+def _session(port: int = PORT) -> str:
+    guard = Guard(TOKEN, port)
+    return f"{guard.cookie_name}={guard.session}"
+
+
+@pytest.mark.parametrize(
+    "before",
+    ['prefs={"theme":"dark"}', "a b=1", "x=[1]", "x=\\", 'x=a"b', "x=é", "", "bare"],
+)
+def test_another_apps_cookie_does_not_sign_the_user_out(store: Store, before: str) -> None:
+    """Cookies of other apps on this host come in the same header, in any order and any form
+    (``http.cookies`` stopped at the first it could not parse: 401 for ever after)."""
+    client = _client(store)
+    for header in (
+        f"{before}; {_session()}",
+        f"{before};; {_session()}",
+        f"{_session()}; {before}",
+    ):
+        sent = {"cookie": header.encode("latin-1")}  # as a browser sends bytes
+        assert client.get("/api/runs", headers=sent).status_code == 200, header
+    alone = {"cookie": f"{before}; x=1".encode("latin-1")}
+    assert client.get("/api/runs", headers=alone).status_code == 401
+
+
+def test_two_dashboards_on_one_host_keep_their_own_sessions(store: Store) -> None:
+    """A browser sends a host's cookies to every port: the session cookie is named after its
+    port, so signing in to a second dashboard does not replace the first one's."""
+    first = _client(store)
+    assert first.get(f"/?token={TOKEN}").status_code == 303
+    other = Guard("another-token-0123456789", 8766)
+    cookie = first.cookies.get(Guard(TOKEN, PORT).cookie_name)
+    assert other.cookie_name != Guard(TOKEN, PORT).cookie_name
+    both = f"{other.cookie_name}={other.session}; {Guard(TOKEN, PORT).cookie_name}={cookie}"
+    assert first.get("/api/runs", headers={"cookie": both}).status_code == 200
+    wrong = f"{Guard(TOKEN, PORT).cookie_name}={other.session}"
+    assert first.get("/api/runs", headers={"cookie": wrong}).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1:\u00b2", "127.0.0.1:\u00b9\u00b2", "127.0.0.1:" + "1" * 5000],
+)
+def test_a_host_header_with_an_odd_port_is_a_400(host: str) -> None:
+    """A port of non-ASCII digits ('²'.isdigit() is true), of 5,000 digits (past int()'s
+    limit) or of six characters is no port of this server: refused (was a 500)."""
+    guard = Guard(TOKEN, PORT)
+    assert guard.host_ok(host) is False
+    assert guard.host_ok(f"127.0.0.1:{PORT}") is True
+
+
+@pytest.mark.parametrize("origin", ["http://[::1", "http://127.0.0.1:\u00b2", "http://[zz]:1/"])
+def test_an_origin_that_is_no_url_is_refused(store: Store, origin: str) -> None:
+    """An Origin or Referer that urlsplit cannot read is not this server: 403 (was a 500)."""
+    _deferred(store, SECRET_PLAN, "waiting")
+    client = _signed_in(store)
+    csrf = _csrf(client)
+    for header in ("origin", "referer"):
+        answer = client.post(
+            "/api/runs/waiting/refuse",
+            headers={header: origin.encode("latin-1"), "x-csrf-token": csrf},
+        )
+        assert answer.status_code == 403
+    assert store.get_run("waiting").status == "awaiting_approval"  # type: ignore[union-attr]
+
+
+def test_signing_in_redirects_to_the_same_path_and_never_to_another_site(store: Store) -> None:
+    """The redirect after the token keeps the path as sent (a run id's %2F too) and turns a
+    path of two leading slashes (another site, to a browser) into one."""
+    client = _client(store)
+    for path, location in (
+        ("//evil.example/x", "/evil.example/x"),
+        ("/runs/a%2Fb", "/runs/a%2Fb"),
+        ("/runs/a%2Fb/approval", "/runs/a%2Fb/approval"),
+    ):
+        answer = client.get(f"{BASE}{path}?token={TOKEN}&x=1")
+        assert answer.status_code == 303
+        assert answer.headers["location"] == f"{location}?x=1"
+
+
 def test_a_state_change_needs_the_csrf_token_and_the_same_origin(store: Store) -> None:
     """POST without the CSRF header, with a wrong one, or from another origin: 403, and the
     run is untouched; with both it goes through the operator action."""
@@ -175,7 +254,7 @@ def test_a_secret_never_appears_in_a_page_or_json(store: Store) -> None:
 
 def _sse(served: Served, run_id: str, headers: dict[str, str]) -> list[str]:
     """The lines of the event stream up to (and with) the run's final status."""
-    cookie = f"planrail_session={served.server.dash.guard.session}"
+    cookie = f"{served.server.dash.guard.cookie_name}={served.server.dash.guard.session}"
     lines: list[str] = []
     url = served.url(f"/api/runs/{run_id}/events", token=False)
     with (
@@ -268,6 +347,149 @@ def test_retry_a_failed_step_and_resolve_decisions_go_through_the_operations(
     )
     assert refused.status_code == 409
     assert "not in doubt" in refused.json()["error"]["message"]
+
+
+def _actor(store: Store, **kw: Any) -> tuple[TestClient, dict[str, str]]:
+    client = _client(store, **kw)
+    assert client.get(f"/?token={TOKEN}").status_code == 303
+    return client, {"origin": BASE, "x-csrf-token": _csrf(client)}
+
+
+def test_a_body_over_the_limit_is_a_413_and_is_not_read_whole(store: Store) -> None:
+    """An action's body past MAX_BODY_BYTES is refused (413), by its Content-Length or as it
+    arrives, and nothing changes; one just under it is read (a 400 body was parsed whole)."""
+    from planrail.web.app import MAX_BODY_BYTES
+
+    _deferred(store, SECRET_PLAN, "waiting")
+    client, headers = _actor(store)
+    url = "/api/runs/waiting/refuse"
+    big = b'{"reason": "' + b"a" * MAX_BODY_BYTES + b'"}'
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        for at in range(0, len(big), 65536):
+            yield big[at : at + 65536]
+
+    assert client.post(url, headers=headers, content=big).status_code == 413
+    assert client.post(url, headers=headers, content=chunks()).status_code == 413
+    assert store.get_run("waiting").status == "awaiting_approval"  # type: ignore[union-attr]
+    fits = b'{"reason": "' + b"a" * (MAX_BODY_BYTES - 20) + b'"}'
+    assert client.post(url, headers=headers, content=fits).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"reason": {"nested": [1, 2]}}, "'reason' must be text, not dict"),
+        ({"reason": 5}, "'reason' must be text, not int"),
+        ({"run": "false"}, "'run' must be true or false, not str"),
+    ],
+)
+def test_an_action_field_of_the_wrong_kind_is_a_400(
+    store: Store, body: dict[str, Any], said: str
+) -> None:
+    """A refusal's reason is text (a dict was stored as its Python repr) and an approval's
+    ``run`` a boolean (``"false"`` approved and ran): refused, nothing changed."""
+    _deferred(store, SECRET_PLAN, "waiting")
+    client, headers = _actor(store)
+    action = "approve" if "run" in body else "refuse"
+    answer = client.post(f"/api/runs/waiting/{action}", headers=headers, json=body)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == said
+    assert store.get_run("waiting").status == "awaiting_approval"  # type: ignore[union-attr]
+    assert not [e for e in store.events("waiting") if e.type == "operator_action"]
+
+
+def test_unknown_actions_steps_and_runs_are_404(store: Store) -> None:
+    """What does not exist is a 404, not a 409 (which says an action does not apply now) nor
+    a 200 describing a step no plan has."""
+    _deferred(store, SECRET_PLAN, "waiting")
+    client, headers = _actor(store)
+    for url in (
+        "/api/runs/waiting/bogus",
+        "/api/runs/nonexistent/bogus",
+        "/api/runs/nonexistent/resume",
+        "/api/runs/waiting/steps/nope/resolve",
+        "/api/runs/waiting/steps/nope/retry",
+        "/api/runs/waiting/steps/vault/bogus",
+    ):
+        assert client.post(url, headers=headers, json={}).status_code == 404, url
+    assert client.get("/api/runs/waiting/steps/nope").status_code == 404
+    assert "has no step 'nope'" in client.get("/api/runs/waiting/steps/nope").text
+    assert client.get("/api/runs/waiting/steps/vault").status_code == 200
+
+
+@pytest.mark.parametrize("name", ["%00.js", "a" * 300 + ".js", "..%2Fapp.py", "x.css"])
+def test_a_static_file_that_is_not_shipped_is_a_404(store: Store, name: str) -> None:
+    """Only the shipped files are served; any other name is a 404 (a NUL byte or a name too
+    long for the file system was a 500)."""
+    client, _ = _actor(store)
+    assert client.get(f"/static/{name}").status_code == 404
+    assert client.get("/static/dashboard.js").status_code == 200
+
+
+def test_resume_of_a_run_another_process_drives_is_a_409_at_once(store: Store) -> None:
+    """A live lease of another runner: the resume is refused before it is said to start (it
+    answered "started", and the refusal went to the server's log)."""
+    import time
+
+    _deferred(store, SECRET_PLAN, "held")
+    planrail.engine.operations.approve(store, "held")
+    assert store.acquire_lease("held", "elsewhere:1:tag", ttl=600, now=time.time())
+    client, headers = _actor(store, can_resume=True)
+    answer = client.post("/api/runs/held/resume", headers=headers)
+    assert answer.status_code == 409
+    assert answer.json()["error"]["type"] == "RunBusyError"
+    assert "being run by elsewhere:1:tag" in answer.json()["error"]["message"]
+
+
+def test_approve_and_run_says_the_approval_happened_when_the_run_cannot_start(
+    store: Store,
+) -> None:
+    """Approve with ``run: true`` on a dashboard without tools: refused before the approval
+    (the run stays waiting). With tools but a run another process holds: approved (200), and
+    the answer says why it did not start (it was a 409 after the approval was recorded)."""
+    _deferred(store, SECRET_PLAN, "w")
+    without, headers = _actor(store, can_resume=False)
+    answer = without.post("/api/runs/w/approve", headers=headers, json={"run": True})
+    assert answer.status_code == 409
+    assert store.get_run("w").status == "awaiting_approval"  # type: ignore[union-attr]
+    client, headers = _actor(store, can_resume=True)
+    _deferred(store, LITERAL_PLAN, "literal")  # its resume is refused: a secret in the plan
+    answer = client.post("/api/runs/literal/approve", headers=headers, json={"run": True})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "pending"
+    assert "secret" in answer.json()["resume_error"]["message"]
+    assert "resume" not in answer.json()
+
+
+def test_resumes_asked_at_once_start_one_run(served: Served) -> None:
+    """Six resumes of one approved run at once: one starts it, the others are told it is under
+    way (409); all six answered "started" and the dashboard then lost track of its runner."""
+    plan = {"goal": "g", "steps": [{"id": "w", "tool": "wait_for", "args": {"step": "w"}}]}
+    waiting = planrail.runs.prepare(
+        plan, registry(), store=served.store, approver=defer, run_id="once"
+    )
+    assert asyncio.run(waiting.run()).status == "awaiting_approval"
+    planrail.engine.operations.approve(served.store, "once")
+    dash = served.server.dash
+    cookie = {"cookie": f"{dash.guard.cookie_name}={dash.guard.session}"}
+    headers = {
+        **cookie,
+        "origin": served.url("", token=False).rstrip("/"),
+        "x-csrf-token": dash.guard.csrf,
+    }
+    url = served.url("/api/runs/once/resume", token=False)
+    with httpx.Client(timeout=30) as http, ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda _: http.post(url, headers=headers), range(6)))
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [200, 409, 409, 409, 409, 409], [a.text for a in answers]
+    with httpx.Client(timeout=30) as http:
+        info = http.get(served.url("/api/runs/once", token=False), headers=cookie).json()
+    assert info["resuming"] is True
+    served.open_gate("w")
+    dash.runners["once"].join(timeout=60)
+    record = served.store.get_steps("once")["w"]
+    assert (record.status, record.attempts) == ("succeeded", 1)
 
 
 def test_the_run_page_draws_the_plans_stages_as_groups(store: Store) -> None:

@@ -40,3 +40,15 @@ def test_planrail_ui_prints_a_token_url_that_signs_in(
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+@pytest.mark.parametrize("name", ["myhost.lan:8765", "http://myhost.lan", " "])
+def test_allow_host_takes_a_host_name_alone(name: str) -> None:
+    """``--allow-host NAME:PORT`` was taken and never matched a Host header: refused (exit 2)."""
+    from typer.testing import CliRunner
+
+    from planrail.cli import app
+
+    result = CliRunner().invoke(app, ["ui", "--store", "memory://", "--allow-host", name])
+    assert result.exit_code == 2
+    assert "without a port or scheme" in " ".join(result.output.split())

@@ -77,6 +77,14 @@ def ui_cmd(
             " one is printed by: python -c 'import secrets; print(secrets.token_urlsafe(24))'",
             ExitCode.USAGE,
         )
+    for name in allow_host or ():
+        if not name.strip() or name.count(":") == 1 or "/" in name:
+            raise fail(
+                console,
+                f"--allow-host {name!r}: give a host name or address alone, without a port"
+                " or scheme (the port is --port's)",
+                ExitCode.USAGE,
+            )
     registry = registry_from(tools, catalog, console)
     the_store = open_store_or_exit(store, console)
     sock = listen_or_exit(console, host, port)

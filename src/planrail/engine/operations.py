@@ -35,6 +35,7 @@ __all__ = [
     "OperationError",
     "approve",
     "cancel",
+    "check_idle",
     "refuse",
     "resolve",
     "retry_step",
@@ -294,6 +295,8 @@ def retry_step(
     run = _idle_run(store, run_id, clock)
     records = store.get_steps(run_id)
     record = records.get(step_id)
+    if record is None and step_id not in _step_ids(run):
+        raise OperationError(f"run '{run_id}' has no step '{step_id}'", run_id=run_id)
     if record is None or record.status != S.FAILED:
         state = record.status if record is not None else "not started"
         raise OperationError(f"step '{step_id}' is {state}, not failed", run_id=run_id)
@@ -319,6 +322,13 @@ def _run(store: Store, run_id: str) -> RunRecord:
     if run is None:
         raise RunNotFoundError(f"no run '{run_id}' in this store", run_id=run_id)
     return run
+
+
+def check_idle(store: Store, run_id: str, clock: Clock = SYSTEM_CLOCK) -> RunRecord:
+    """The run, if no live runner holds it — else :class:`RunBusyError` at once (a resume
+    would wait for the lease) — and :class:`RunNotFoundError` if there is no such run: what
+    a dashboard checks before it answers that a resume started."""
+    return _idle_run(store, run_id, clock)
 
 
 def _idle_run(store: Store, run_id: str, clock: Clock) -> RunRecord:

@@ -53,6 +53,11 @@ log = logging.getLogger("planrail.web")
 T = TypeVar("T")
 HEARTBEAT = 15.0
 """Seconds between keep-alive comments on an idle event stream."""
+MAX_BODY_BYTES = 1 << 20
+"""The largest action body read (1 MiB; a resolve's output is the largest there is): a bigger
+one is refused with 413 before it is read whole."""
+RUN_ACTIONS = frozenset({"approve", "refuse", "cancel", "resume"})
+STEP_ACTIONS = frozenset({"resolve", "retry"})
 
 
 @dataclass
@@ -71,6 +76,9 @@ class Dashboard:
     process show up within this)."""
     runners: dict[str, threading.Thread] = field(default_factory=dict)
     """Resumes started from the dashboard, by run id (each in its own thread and loop)."""
+    starting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held from a resume's checks until its thread is registered in :attr:`runners`: two
+    resumes asked at once start one run, and the other is told it is under way."""
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -125,16 +133,15 @@ def create_app(dash: Dashboard) -> Any:
             return HTMLResponse(pages.not_found(f"the stored plan is not valid: {exc}"), 409)
         return HTMLResponse(pages.approval_page(dash.guard.csrf, view, dash.can_resume))
 
+    static_dir = resources.files("planrail.web").joinpath("static")
+    static_files = frozenset(f.name for f in static_dir.iterdir() if f.is_file())
+
     async def static(request: Request) -> Response:
         name = param(request, "name")
         kind = {"js": "text/javascript", "css": "text/css"}.get(name.rpartition(".")[2])
-        if kind is None or "/" in name:
+        if kind is None or name not in static_files:  # never a path built from the request
             return Response("not found", 404)
-        try:
-            body = resources.files("planrail.web").joinpath("static", name).read_bytes()
-        except FileNotFoundError:
-            return Response("not found", 404)
-        return Response(body, media_type=kind)
+        return Response(static_dir.joinpath(name).read_bytes(), media_type=kind)
 
     async def api_runs(request: Request) -> Response:
         flt = request.query_params.get("filter") or None
@@ -154,6 +161,8 @@ def create_app(dash: Dashboard) -> Any:
     async def api_step(request: Request) -> Response:
         run, steps = await _run_and_steps(dash, param(request, "run_id"))
         step_id = param(request, "step_id")
+        if step_id not in steps and step_id not in plan_step_ids(run):
+            return _no_step(run, step_id)
         events = await dash.call(dash.store.events, run.run_id)
         masker = Masker(run, dash.registry)
         return _json(step_detail(run, steps.get(step_id), step_id, events, masker))
@@ -175,13 +184,25 @@ def create_app(dash: Dashboard) -> Any:
         run_id = param(request, "run_id")
         action = param(request, "action")
         step_id = param(request, "step_id") if "step_id" in request.path_params else None
+        if action not in (RUN_ACTIONS if step_id is None else STEP_ACTIONS):
+            kind = "a run" if step_id is None else "a step"
+            return _json({"error": error_dict("NotFound", f"no action '{action}' on {kind}")}, 404)
+        raw = await _bounded_body(request)
+        if raw is None:
+            over = f"the body is over {MAX_BODY_BYTES:,} bytes"
+            return _json({"error": error_dict("ValueError", over)}, 413)
         try:
-            raw = await request.body()
             body = json.loads(raw, parse_constant=_refuse_constant) if raw else {}
         except (ValueError, RecursionError):  # not UTF-8, not JSON, NaN, nested too deep
             return _json({"error": error_dict("ValueError", "the body is not JSON")}, 400)
         if not isinstance(body, dict):
             return _json({"error": error_dict("ValueError", "the body must be an object")}, 400)
+        wrong = _wrong_field(body)
+        if wrong is not None:
+            return _json({"error": error_dict("ValueError", wrong)}, 400)
+        run, steps = await _run_and_steps(dash, run_id)  # no such run: 404, whatever else
+        if step_id is not None and step_id not in steps and step_id not in plan_step_ids(run):
+            return _no_step(run, step_id)
         try:
             answer = await _act(dash, run_id, action, step_id, body)
         except RunNotFoundError:
@@ -209,6 +230,50 @@ def create_app(dash: Dashboard) -> Any:
     ]
     app = Starlette(routes=routes, exception_handlers={RunNotFoundError: not_found})
     return ExactSegments(GuardMiddleware(app, dash.guard))
+
+
+_FIELD_TYPES: dict[str, tuple[type, str]] = {
+    "run": (bool, "true or false"),
+    "reason": (str, "text"),
+    "decision": (str, "text"),
+}
+
+
+def _wrong_field(body: dict[str, Any]) -> str | None:
+    """What is wrong with an action body's fields, or None: a refusal's ``reason`` is text, an
+    approval's ``run`` a boolean (``"false"`` was taken as yes), a ``decision`` text; ``output``
+    is any JSON value."""
+    for name, (kind, said) in _FIELD_TYPES.items():
+        value = body.get(name)
+        if value is not None and type(value) is not kind:
+            return f"'{name}' must be {said}, not {type(value).__name__}"
+    return None
+
+
+async def _bounded_body(request: Request) -> bytes | None:
+    """The request's body, or None once it is over :data:`MAX_BODY_BYTES` (by its
+    Content-Length, or as it arrives): never read whole."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def plan_step_ids(run: RunRecord) -> set[str]:
+    """The ids of the steps of a run's stored plan."""
+    steps = run.plan.get("steps") if isinstance(run.plan, dict) else None
+    return {str(s.get("id")) for s in steps or () if isinstance(s, dict)}
+
+
+def _no_step(run: RunRecord, step_id: str) -> JSONResponse:
+    said = f"run '{run.run_id}' has no step '{step_id}'"
+    return _json({"error": error_dict("NotFound", said)}, 404)
 
 
 async def _run_and_steps(dash: Dashboard, run_id: str) -> tuple[RunRecord, dict[str, Any]]:
@@ -295,13 +360,18 @@ async def _act(
 ) -> dict[str, Any]:
     store, by, clock = dash.store, dash.operator, dash.clock
     if step_id is None and action == "approve":
+        if body.get("run"):
+            _check_can_resume(dash, run_id)  # before the approval: not approved, then refused
         run = await dash.call(operations.approve, store, run_id, by=by, clock=clock)
         answer: dict[str, Any] = {"status": run.status, "plan_hash": run.plan_hash}
         if body.get("run"):
-            answer["resume"] = await _resume(dash, run_id)
+            try:
+                answer["resume"] = await _resume(dash, run_id)
+            except PlanrailError as exc:  # approved all the same: said with why it did not run
+                answer["resume_error"] = error_dict(exc)
         return answer
     if step_id is None and action == "refuse":
-        reason = str(body.get("reason") or "refused by an operator")
+        reason = body.get("reason") or "refused by an operator"
         run = await dash.call(operations.refuse, store, run_id, by=by, reason=reason, clock=clock)
         return {"status": run.status}
     if step_id is None and action == "cancel":
@@ -329,28 +399,36 @@ async def _act(
     raise operations.OperationError(f"no action '{action}'", run_id=run_id)
 
 
-async def _resume(dash: Dashboard, run_id: str) -> str:
-    """Start continuing the run in a thread of its own (its own event loop), through the one
-    run path; the run page follows it by its events."""
+def _check_can_resume(dash: Dashboard, run_id: str) -> None:
     if not dash.can_resume:
         raise operations.OperationError(
             "resume needs the run's tools: start `planrail ui` with --tools/--catalog",
             run_id=run_id,
         )
-    current = dash.runners.get(run_id)
-    if current is not None and current.is_alive():
-        raise operations.OperationError(
-            f"run '{run_id}' is already being resumed here", run_id=run_id
-        )
-    execution = await dash.call(resume_run, run_id, dash.registry, store=dash.store)
 
-    def drive() -> None:
-        try:
-            asyncio.run(execution.run())
-        except PlanrailError as exc:
-            log.warning("resume of run %s stopped: %s", run_id, exc.message)
 
-    thread = threading.Thread(target=drive, name=f"planrail-ui-resume-{run_id}", daemon=True)
-    dash.runners[run_id] = thread
-    thread.start()
+async def _resume(dash: Dashboard, run_id: str) -> str:
+    """Start continuing the run in a thread of its own (its own event loop), through the one
+    run path; the run page follows it by its events. Said before it starts, not in the log
+    after: no such run (404), no tools, a run resumed here already, or driven by another
+    process (409, at once: a resume would wait for the lease)."""
+    _check_can_resume(dash, run_id)
+    async with dash.starting:
+        current = dash.runners.get(run_id)
+        if current is not None and current.is_alive():
+            raise operations.OperationError(
+                f"run '{run_id}' is already being resumed here", run_id=run_id
+            )
+        await dash.call(operations.check_idle, dash.store, run_id, dash.clock)
+        execution = await dash.call(resume_run, run_id, dash.registry, store=dash.store)
+
+        def drive() -> None:
+            try:
+                asyncio.run(execution.run())
+            except PlanrailError as exc:
+                log.warning("resume of run %s stopped: %s", run_id, exc.message)
+
+        thread = threading.Thread(target=drive, name=f"planrail-ui-resume-{run_id}", daemon=True)
+        dash.runners[run_id] = thread
+        thread.start()
     return "started"

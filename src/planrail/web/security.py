@@ -5,7 +5,9 @@
   DNS name to 127.0.0.1 reaches nothing.
 - **Token**: the URL ``planrail ui`` prints carries a random token; opening it once sets an
   ``HttpOnly``, ``SameSite=Strict`` session cookie (derived from the token, never the token
-  itself) and redirects to the same page without the token. Without the cookie a page answers
+  itself; named after the port, since browsers share a host's cookies across its ports and
+  two dashboards on one machine would sign each other out) and redirects to the same page
+  without the token. Without the cookie a page answers
   401 with a hint, an API call 401.
 - **Actions** (every ``POST``): need the CSRF token the pages carry (``X-CSRF-Token`` header)
   and an ``Origin`` (or ``Referer``) of this server; otherwise 403.
@@ -20,9 +22,8 @@ import hmac
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 __all__ = ["COOKIE", "CSRF_HEADER", "Guard", "new_token"]
 
@@ -63,6 +64,11 @@ class Guard:
         return _derive(self.token, "session")
 
     @property
+    def cookie_name(self) -> str:
+        """``planrail_session_PORT``: a browser sends a host's cookies to all of its ports."""
+        return f"{COOKIE}_{self.port}"
+
+    @property
     def csrf(self) -> str:
         return _derive(self.token, "csrf")
 
@@ -73,7 +79,7 @@ class Guard:
         name, sep, port = host.rpartition(":")
         if not sep or not port.isdigit():  # no port given: the default one
             name, port = host, "80"
-        if int(port) != self.port:
+        if not (port.isascii() and len(port) <= 5) or int(port) != self.port:  # '²' isdigit
             return False
         return name.lower().strip("[]") in self._hosts
 
@@ -81,19 +87,24 @@ class Guard:
         """Whether an ``Origin``/``Referer`` is this server."""
         if not origin:
             return False
-        parts = urlsplit(origin)
+        try:
+            parts = urlsplit(origin)
+        except ValueError:  # 'http://[::1' is no URL
+            return False
         return parts.scheme == "http" and self.host_ok(parts.netloc)
 
     def has_session(self, cookie_header: str | None) -> bool:
+        """Whether the ``Cookie`` header holds this server's session cookie. Read pair by pair
+        (``http.cookies`` stops at the first cookie it cannot parse: another local app's
+        ``prefs={"a":1}`` before ours would sign the user out)."""
         if not cookie_header:
             return False
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(cookie_header)
-        except CookieError:  # a malformed Cookie header is no session
-            return False
-        morsel = jar.get(COOKIE)
-        return morsel is not None and hmac.compare_digest(morsel.value, self.session)
+        name = self.cookie_name
+        for pair in cookie_header.split(";"):
+            key, sep, value = pair.partition("=")
+            if sep and key.strip() == name and hmac.compare_digest(value.strip(), self.session):
+                return True
+        return False
 
     def token_ok(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given, self.token)
@@ -102,7 +113,7 @@ class Guard:
         return given is not None and hmac.compare_digest(given, self.csrf)
 
     def cookie(self) -> str:
-        return f"{COOKIE}={self.session}; HttpOnly; SameSite=Strict; Path=/"
+        return f"{self.cookie_name}={self.session}; HttpOnly; SameSite=Strict; Path=/"
 
 
 class GuardMiddleware:
@@ -127,7 +138,7 @@ class GuardMiddleware:
                 await _plain(send, 401, "wrong token: open the URL `planrail ui` printed")
                 return
             rest = urlencode(query)
-            location = scope.get("path", "/") + (f"?{rest}" if rest else "")
+            location = _same_path(scope) + (f"?{rest}" if rest else "")
             await _send(send, 303, b"", [(b"location", location.encode()), _cookie(guard)])
             return
         if not guard.has_session(headers.get("cookie")):
@@ -159,6 +170,14 @@ _COMMON = [
     (b"cache-control", b"no-store"),
     (b"x-frame-options", b"DENY"),
 ]
+
+
+def _same_path(scope: Scope) -> str:
+    """The request's path as it was sent (a run id's ``%2F`` kept), never ``//host/...``: a
+    path that starts with two slashes is another site to a browser."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if raw else quote(scope.get("path", "/"))
+    return "/" + path.lstrip("/")
 
 
 def _cookie(guard: Guard) -> tuple[bytes, bytes]:

@@ -332,6 +332,10 @@
         try {
           const answer = await post("/api/runs/" + encodeURIComponent(run.run_id) + "/" + action,
             action === "approve" ? { run: run.can_resume } : {});
+          if (answer.resume_error) {
+            say("approved, but the run did not start: " + answer.resume_error.message, true);
+            return;
+          }
           say(action + ": " + (answer.resume ? "approved, running" : answer.status));
           if (action === "approve" && answer.resume) {
             window.location.href = "/runs/" + encodeURIComponent(run.run_id);
