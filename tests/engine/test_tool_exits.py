@@ -1,11 +1,14 @@
 """A tool that raises ``SystemExit`` (``sys.exit()``, an ``argparse`` error) fails its attempt
 with a ``ToolError``; the run goes on. Left alone, asyncio would stop the run's event loop and
 the process would exit with the tool's code (``planrail run`` printed nothing and exited 3, the
-code of an invalid plan)."""
+code of an invalid plan). So do the other exceptions that are no ``Exception`` — and a sync
+tool's ``StopIteration``, which no asyncio future can hold: each left its step's task dead (or
+its future never done) and the run waiting for it for ever."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from typing import Any
 
@@ -41,7 +44,53 @@ def two() -> list[int]:
     return [1, 2]
 
 
-TOOLS = [sync_exit, async_exit, argparse_exit, fine, two]
+class Abort(BaseException):
+    """A tool's own BaseException (as some libraries define for "stop everything")."""
+
+
+@planrail.tool(side_effects="none")
+def sync_next() -> str:
+    return next(iter([]))  # the usual way: next() on an empty iterator
+
+
+@planrail.tool(side_effects="none")
+def sync_abort() -> str:
+    raise Abort("stop")
+
+
+@planrail.tool(side_effects="none")
+async def async_abort() -> str:
+    raise Abort("stop")
+
+
+@planrail.tool(side_effects="none")
+async def async_generator_exit() -> str:
+    raise GeneratorExit
+
+
+@planrail.tool(side_effects="none")
+async def async_cancelled() -> str:
+    raise asyncio.CancelledError  # raised, not cancelled: nothing asked this step to stop
+
+
+@planrail.tool(side_effects="none")
+def sync_cancelled() -> str:
+    raise asyncio.CancelledError
+
+
+TOOLS = [
+    sync_exit,
+    async_exit,
+    argparse_exit,
+    fine,
+    two,
+    sync_next,
+    sync_abort,
+    async_abort,
+    async_generator_exit,
+    async_cancelled,
+    sync_cancelled,
+]
 
 
 @pytest.mark.parametrize(
@@ -80,3 +129,69 @@ async def test_a_tool_exiting_fails_its_step_and_the_run_goes_on(
     assert f"SystemExit({code})" in error["message"]
     assert (steps["other"].output, steps["after"].output) == (2, 3)
     assert steps["skipped"].status == "skipped"
+
+
+@pytest.mark.parametrize(
+    ("tool", "said"),
+    [
+        ("sync_next", "RuntimeError: the tool raised StopIteration"),
+        ("sync_abort", "ToolError: step 'bad' raised Abort('stop'), which is not an Exception"),
+        ("async_abort", "ToolError: step 'bad' raised Abort('stop'), which is not an Exception"),
+        ("async_generator_exit", "ToolError: step 'bad' raised GeneratorExit"),
+        ("async_cancelled", "ToolError: step 'bad' raised CancelledError"),
+        ("sync_cancelled", "ToolError: step 'bad' raised CancelledError"),
+    ],
+)
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param({}, id="plain"),
+        pytest.param({"timeout": 60}, id="attempt-loop"),
+        pytest.param({"for_each": "${items}", "depends_on": ["items"]}, id="fan-out"),
+    ],
+)
+async def test_a_tool_raising_what_is_no_exception_fails_its_step_and_the_run_ends(
+    tool: str, said: str, policy: dict[str, Any]
+) -> None:
+    plan = {
+        "steps": [
+            {"id": "items", "tool": "two"},
+            {"id": "bad", "tool": tool, **policy},
+            {"id": "other", "tool": "fine", "args": {"x": 1}},
+            {"id": "skipped", "tool": "fine", "args": {"x": 1}, "depends_on": ["bad"]},
+        ]
+    }
+    # a guard, not a measurement: before the fix this run never ended
+    result = await asyncio.wait_for(planrail.arun(plan, TOOLS), 60)
+    steps = result.steps
+    assert result.status == "failed"
+    assert steps["bad"].status == "failed"
+    error = steps["bad"].error
+    assert error is not None
+    kind, text = said.split(": ", 1)
+    assert error["type"] == kind
+    assert text in error["message"]  # after "item 0: " in a fan-out
+    assert steps["other"].output == 2
+    assert steps["skipped"].status == "skipped"
+
+
+async def test_a_real_cancellation_still_cancels() -> None:
+    """A step's task cancelled by the run (fail-fast, once another step failed) stays a
+    cancellation: it is not taken for its tool raising CancelledError."""
+
+    @planrail.tool(side_effects="none")
+    async def waits() -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    @planrail.tool(side_effects="none")
+    async def fails() -> str:
+        await asyncio.sleep(0)  # one loop turn: 'w' is waiting by then
+        raise ValueError("no")
+
+    plan = {"steps": [{"id": "w", "tool": "waits"}, {"id": "f", "tool": "fails"}]}
+    result = await asyncio.wait_for(
+        planrail.arun(plan, [waits, fails], failure_mode="fail_fast"), 60
+    )
+    assert result.steps["f"].status == "failed"
+    assert result.steps["w"].status == "cancelled"

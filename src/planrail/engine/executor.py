@@ -864,6 +864,11 @@ class Execution:
                 fatal=isinstance(exc, PlanrailError),
                 reason=str(exc),
             )
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # no Exception, from planrail itself: a step left running
+            log.exception("error running step %s", step.id)  # would hold the run for ever
+            outcome = Outcome(S.FAILED, error=error_dict(exc), fatal=True, reason=repr(exc))
         self._tasks.pop(step.id, None)
         self._complete(step.id, outcome)
 

@@ -104,6 +104,10 @@ class _DaemonPool:
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn())
+                except StopIteration as exc:  # an asyncio future refuses it: it would never end
+                    error = RuntimeError(f"the tool raised StopIteration({str(exc)!r})")
+                    error.__cause__ = exc
+                    future.set_exception(error)  # as Python does for a coroutine (PEP 479)
                 except BaseException as exc:  # the caller sees it, as with any pool
                     future.set_exception(exc)
             with self._lock:

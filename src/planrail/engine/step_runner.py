@@ -22,7 +22,7 @@ import inspect
 import random
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.actions import (
@@ -280,8 +280,10 @@ class StepRunner:
         try:
             try:
                 output = action.finish(tool, await action.start(tool, copy_json(args), ctx))
-            except SystemExit as exc:
-                raise exited(step.id, 1, exc) from None
+            except Exception:
+                raise
+            except BaseException as exc:
+                escaped(step.id, 1, exc)
         except Exception as exc:
             tally = Tally(1)
             return outcome_of(loop.settle_failed(step, args, tally, began, exc), tally)
@@ -367,8 +369,10 @@ class StepRunner:
             )
             try:
                 return await handler(call)
-            except SystemExit as exc:
-                raise exited(base.step_id, n, exc) from None
+            except Exception:
+                raise
+            except BaseException as exc:
+                escaped(base.step_id, n, exc)
             finally:
                 tally.add_usage(call.usage)
 
@@ -678,13 +682,24 @@ def _fill_first(parse: Parse, value: dict[str, Any], outputs: Mapping[str, Any])
     return fill_first(value, outputs, parse)
 
 
-def exited(step_id: str, attempt: int, exc: SystemExit) -> ToolError:
-    """What a step's action raising :class:`SystemExit` (``sys.exit()`` in a tool, an
-    ``argparse`` error) becomes: the attempt's error, not the end of the process — asyncio would
-    otherwise stop the run's loop, and ``planrail run`` exit with the tool's code."""
-    return ToolError(
-        f"step '{step_id}' tried to end the process (SystemExit({exc.code!r}), as sys.exit()"
-        " raises): the attempt failed instead",
-        step_id=step_id,
-        attempt=attempt,
-    )
+def escaped(step_id: str, attempt: int, exc: BaseException) -> NoReturn:
+    """Raise what a step's action raising a :class:`BaseException` that is no
+    :class:`Exception` becomes: the attempt's :class:`ToolError` — for ``SystemExit``
+    (``sys.exit()`` in a tool, an ``argparse`` error: asyncio would otherwise stop the run's
+    loop, and ``planrail run`` exit with the tool's code), ``GeneratorExit``, a
+    ``BaseException`` subclass of the tool's own, and a ``CancelledError`` the tool raised
+    while nothing cancelled its step (each left the step's task dead and the run waiting for
+    it for ever). A ``KeyboardInterrupt`` and a real cancellation go on as they are."""
+    if isinstance(exc, KeyboardInterrupt):
+        raise exc
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise exc
+    if isinstance(exc, SystemExit):
+        said = f"tried to end the process (SystemExit({exc.code!r}), as sys.exit() raises)"
+    else:
+        said = f"raised {type(exc).__name__}({str(exc)!r}), which is not an Exception"
+    raise ToolError(
+        f"step '{step_id}' {said}: the attempt failed instead", step_id=step_id, attempt=attempt
+    ) from None
