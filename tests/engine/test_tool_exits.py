@@ -93,22 +93,19 @@ TOOLS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("tool", "code"), [("sync_exit", "3"), ("async_exit", "'bye'"), ("argparse_exit", "2")]
-)
-@pytest.mark.parametrize(
-    "policy",
-    [
-        pytest.param({}, id="plain"),
-        pytest.param({"timeout": 60}, id="attempt-loop"),
-        pytest.param({"retry": {"max_attempts": 3}}, id="retry"),
-        pytest.param({"for_each": "${items}", "depends_on": ["items"]}, id="fan-out"),
-    ],
-)
-async def test_a_tool_exiting_fails_its_step_and_the_run_goes_on(
-    tool: str, code: str, policy: dict[str, Any]
-) -> None:
-    plan = {
+POLICIES = [
+    pytest.param({}, id="plain"),
+    pytest.param({"timeout": 60}, id="attempt-loop"),
+    pytest.param({"retry": {"max_attempts": 3}}, id="retry"),
+    pytest.param({"for_each": "${items}", "depends_on": ["items"]}, id="fan-out"),
+]
+"""The paths a step's call takes: alone, in the attempt loop, retried, one call per item."""
+
+
+def bad_step_plan(tool: str, policy: dict[str, Any]) -> dict[str, Any]:
+    """Step ``bad`` calls ``tool`` under ``policy``; ``other`` does not depend on it, and
+    ``after`` on ``other``; ``skipped`` depends on ``bad``."""
+    return {
         "steps": [
             {"id": "items", "tool": "two"},
             {"id": "bad", "tool": tool, **policy},
@@ -117,7 +114,16 @@ async def test_a_tool_exiting_fails_its_step_and_the_run_goes_on(
             {"id": "skipped", "tool": "fine", "args": {"x": 1}, "depends_on": ["bad"]},
         ]
     }
-    result = await planrail.arun(plan, TOOLS)
+
+
+@pytest.mark.parametrize(
+    ("tool", "code"), [("sync_exit", "3"), ("async_exit", "'bye'"), ("argparse_exit", "2")]
+)
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_a_tool_exiting_fails_its_step_and_the_run_goes_on(
+    tool: str, code: str, policy: dict[str, Any]
+) -> None:
+    result = await planrail.arun(bad_step_plan(tool, policy), TOOLS)
     steps = result.steps
     assert result.status == "failed"
     assert steps["bad"].status == "failed"
@@ -142,27 +148,12 @@ async def test_a_tool_exiting_fails_its_step_and_the_run_goes_on(
         ("sync_cancelled", "ToolError: step 'bad' raised CancelledError"),
     ],
 )
-@pytest.mark.parametrize(
-    "policy",
-    [
-        pytest.param({}, id="plain"),
-        pytest.param({"timeout": 60}, id="attempt-loop"),
-        pytest.param({"for_each": "${items}", "depends_on": ["items"]}, id="fan-out"),
-    ],
-)
+@pytest.mark.parametrize("policy", POLICIES)
 async def test_a_tool_raising_what_is_no_exception_fails_its_step_and_the_run_ends(
     tool: str, said: str, policy: dict[str, Any]
 ) -> None:
-    plan = {
-        "steps": [
-            {"id": "items", "tool": "two"},
-            {"id": "bad", "tool": tool, **policy},
-            {"id": "other", "tool": "fine", "args": {"x": 1}},
-            {"id": "skipped", "tool": "fine", "args": {"x": 1}, "depends_on": ["bad"]},
-        ]
-    }
     # a guard, not a measurement: before the fix this run never ended
-    result = await asyncio.wait_for(planrail.arun(plan, TOOLS), 60)
+    result = await asyncio.wait_for(planrail.arun(bad_step_plan(tool, policy), TOOLS), 60)
     steps = result.steps
     assert result.status == "failed"
     assert steps["bad"].status == "failed"
@@ -171,7 +162,7 @@ async def test_a_tool_raising_what_is_no_exception_fails_its_step_and_the_run_en
     kind, text = said.split(": ", 1)
     assert error["type"] == kind
     assert text in error["message"]  # after "item 0: " in a fan-out
-    assert steps["other"].output == 2
+    assert (steps["other"].output, steps["after"].output) == (2, 3)
     assert steps["skipped"].status == "skipped"
 
 
