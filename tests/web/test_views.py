@@ -9,17 +9,24 @@ import pytest
 from typer.testing import CliRunner
 
 from planrail.cli import app
+from planrail.engine import operations
+from planrail.engine.approval import approval_record
 from planrail.engine.events import EventType
-from planrail.store import open_store
+from planrail.plan.tools import ToolRegistry
+from planrail.store import Store, open_store
 from planrail.store.base import Event, RunRecord, StepRecord
+from planrail.web import views
 from planrail.web.gantt import gantt_svg
+from planrail.web.pages import approval_page
 from planrail.web.views import (
     Masker,
     approval_view,
     critical_path,
     event_message,
     previous_version,
+    requested_steps,
     run_row,
+    run_rows,
     step_detail,
     timeline,
 )
@@ -101,6 +108,46 @@ def test_a_run_row_has_duration_and_in_doubt_count() -> None:
     assert running["duration"] == 10.0  # still going: up to now
 
 
+def _stored(store: Store, run_id: str, at: float, step_status: str = "succeeded") -> None:
+    run = RunRecord(
+        run_id=run_id, plan=PLAN, plan_hash="h", status="failed", created_at=at, updated_at=at
+    )
+    step = StepRecord(run_id=run_id, step_id="a", status=step_status, idempotency_key="k")
+    store.commit(run=run, steps=[step])
+
+
+def test_the_in_doubt_filter_reaches_runs_older_than_the_newest_200() -> None:
+    """A run with an in-doubt step behind 200 newer runs is listed (the list used to take the
+    200 newest runs first and filter them after: none); the filter keeps ``limit`` rows, newest
+    first, and looks no further back than ``IN_DOUBT_SCAN`` runs."""
+    with open_store("memory://") as store:
+        _stored(store, "old", 1.0, "in_doubt")
+        _stored(store, "older", 0.5, "in_doubt")
+        for i in range(200):
+            _stored(store, f"new{i:03d}", 10.0 + i)
+        rows = run_rows(store, "in_doubt", now=500.0)
+        assert [r["run_id"] for r in rows] == ["old", "older"]
+        assert rows[0]["in_doubt"] == 1
+        assert [r["run_id"] for r in run_rows(store, "in_doubt", 500.0, limit=1)] == ["old"]
+        assert len(run_rows(store, None, now=500.0)) == 200
+        assert len(run_rows(store, "failed", now=500.0)) == 200
+
+
+def test_the_in_doubt_filter_scans_a_bounded_number_of_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scan is capped (each run's step records are read): a run past the cap is not
+    listed, as docs/dashboard.md says."""
+    monkeypatch.setattr(views, "IN_DOUBT_SCAN", 5)
+    with open_store("memory://") as store:
+        _stored(store, "past", 1.0, "in_doubt")
+        for i in range(5):
+            _stored(store, f"new{i}", 10.0 + i)
+        assert run_rows(store, "in_doubt", now=500.0, limit=3) == []
+        _stored(store, "recent", 20.0, "in_doubt")
+        assert [r["run_id"] for r in run_rows(store, "in_doubt", 500.0, limit=3)] == ["recent"]
+
+
 def test_a_live_message_carries_no_event_data() -> None:
     """A server-sent message names the event, its step and the step's new status; the event's
     data (arguments, outputs, messages) is never copied into it."""
@@ -121,9 +168,79 @@ def test_the_approval_view_lists_values_sources_and_the_hash() -> None:
     view = approval_view(_run("awaiting_approval"), registry())
     assert view["plan_hash"] == "h"
     z = next(s for s in view["steps"] if s["step"] == "z")
-    assert z["provenance"] == {"n": ["tool output of slow"]}
+    assert z["provenance"] == {
+        "n": ["output of tool quick (untrusted)", "untrusted-derived: look hard at it"]
+    }
     assert z["side_effects"] == "none"
     assert view["to_approve"] == []
+
+
+def test_without_tools_the_approval_page_does_not_call_steps_unsafe() -> None:
+    """``planrail ui`` without ``--tools``: a step whose tool the dashboard lacks has side
+    effects "unknown", not "unsafe"; which steps need approval is what the run recorded when
+    it asked (its ``approval_requested`` event), else not known — never all of them."""
+    with open_store("memory://") as store:
+        replanned_run(store, "nt")  # nt-r1 waits: only ``mail`` (notify, keyed) needs approval
+        replan = store.get_run("nt-r1")
+        assert replan is not None
+        blind = approval_view(replan, ToolRegistry())
+        assert {s["side_effects"] for s in blind["steps"]} == {"unknown"}
+        assert requested_steps(store, replan) == ["mail"]
+        recorded = approval_view(replan, ToolRegistry(), None, requested_steps(store, replan))
+        known = approval_view(replan, registry())
+    for view in (recorded, blind):
+        assert {s["side_effects"] for s in view["steps"]} == {"unknown"}
+        assert view["unknown_effects"] == ["count", "mail", "summary"]
+    assert {s["step"]: s["needs_approval"] for s in recorded["steps"]} == {
+        "count": False,
+        "mail": True,
+        "summary": False,
+    }
+    assert recorded["to_approve"] == ["mail"]
+    assert {s["needs_approval"] for s in blind["steps"]} == {None}
+    assert blind["to_approve"] == []
+    html = approval_page("csrf", blind, can_resume=False)
+    assert "unsafe" not in html
+    assert "needs approval" not in html
+    assert "tools not loaded: side effects unknown for count, mail, summary" in html
+    assert "0 step(s) known to change the world" in html
+    assert "the steps to approve are those the run recorded" in approval_page(
+        "csrf", recorded, can_resume=False
+    )
+    # with the tools, the registry answers and nothing is unknown
+    assert {s["step"]: s["side_effects"] for s in known["steps"]} == {
+        "count": "none",
+        "mail": "keyed",
+        "summary": "none",
+    }
+    assert known["unknown_effects"] == []
+    assert 'id="unknown-effects"' not in approval_page("csrf", known, can_resume=False)
+
+
+def test_provenance_reads_the_same_on_the_approval_page_and_in_the_drawer() -> None:
+    """A literal is "written in the plan" for read-only steps and in the step drawer too, as
+    for side-effecting steps and on the CLI's approval screen; the internal ``user`` code is
+    never shown."""
+    plan = {
+        "goal": "count, then tell ops",
+        "steps": [
+            {"id": "count", "tool": "quick", "args": {"n": 1}},
+            {"id": "mail", "tool": "notify", "args": {"to": "ops@x.y", "text": "${count}"}},
+        ],
+    }
+    run = RunRecord(
+        run_id="p", plan=plan, plan_hash="h", status="awaiting_approval", created_at=1.0,
+        updated_at=1.0,
+    )  # fmt: skip
+    for reg in (registry(), ToolRegistry()):
+        view = approval_view(run, reg)
+        page = {s["step"]: s["provenance"] for s in view["steps"]}
+        assert page["count"] == {"n": ["written in the plan"]}
+        assert page["mail"]["to"] == ["written in the plan"]
+        for sid in ("count", "mail"):
+            drawer = step_detail(run, None, sid, [], Masker(run, reg))
+            assert drawer["provenance"] == page[sid]
+        assert "'user'" not in str(page)
 
 
 def test_the_approval_page_shows_the_plans_warnings_before_approving() -> None:
@@ -248,6 +365,7 @@ def test_only_the_version_before_with_the_same_goal_is_a_replans_previous() -> N
             status="failed",
             created_at=1.0,
             updated_at=1.0,
+            approval=approval_record(run_id, "operator", 1.0),
         )
 
     with open_store("memory://") as store:
@@ -259,6 +377,55 @@ def test_only_the_version_before_with_the_same_goal_is_a_replans_previous() -> N
         assert previous_version(store, stored("y-r1", "g")) is None
         assert previous_version(store, stored("z-r1", "g")) is None
         assert previous_version(store, stored("x-r0", "g")) is None
+
+
+def test_a_replans_previous_version_must_have_been_approved() -> None:
+    """X-r1's page says "changed since the approved version" only when X was approved: X still
+    awaiting approval (or refused) is no previous version; approved by an operator it is, and
+    so is a version that needed no approval and ran (its log has ``run_started``)."""
+    first = {
+        "goal": "tell ops",
+        "steps": [{"id": "mail", "tool": "notify", "args": {"to": "a@b.c", "text": 1}}],
+    }
+    second = {
+        "goal": "tell ops",
+        "steps": [{"id": "mail", "tool": "notify", "args": {"to": "d@e.f", "text": 1}}],
+    }
+
+    def waiting(run_id: str, plan: dict[str, Any]) -> RunRecord:
+        return RunRecord(
+            run_id=run_id, plan=plan, plan_hash=run_id, status="awaiting_approval",
+            created_at=1.0, updated_at=1.0,
+        )  # fmt: skip
+
+    with open_store("memory://") as store:
+        store.create_run(waiting("x", first))
+        replan = waiting("x-r1", second)
+        store.create_run(replan)
+        assert previous_version(store, replan) is None
+        view = approval_view(replan, registry(), previous_version(store, replan))
+        assert view["diff"] is None
+        assert "changed since the approved version" not in approval_page("csrf", view, True)
+        operations.refuse(store, "x")
+        assert previous_version(store, replan) is None  # refused: never approved
+
+        store.create_run(waiting("y", first))
+        store.create_run(waiting("y-r1", second))
+        operations.approve(store, "y")
+        approved = store.get_run("y-r1")
+        assert approved is not None
+        assert previous_version(store, approved) == store.get_run("y")
+        view = approval_view(approved, registry(), previous_version(store, approved))
+        assert view["diff"]["previous_run"] == "y"
+        assert "changed since the approved version" in approval_page("csrf", view, True)
+
+        ran = RunRecord(
+            run_id="z", plan=first, plan_hash="z", status="failed", created_at=1.0,
+            updated_at=1.0,
+        )  # fmt: skip
+        started = Event(run_id="z", type=EventType.RUN_STARTED, at=1.0)
+        store.commit(run=ran, events=[started])
+        assert previous_version(store, waiting("z-r1", second)) == ran
 
 
 def test_ui_on_all_interfaces_needs_an_explicit_token() -> None:

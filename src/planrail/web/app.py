@@ -42,6 +42,7 @@ from planrail.web.views import (
     approval_view,
     event_message,
     previous_version,
+    requested_steps,
     run_rows,
     step_detail,
     timeline,
@@ -126,7 +127,8 @@ def create_app(dash: Dashboard) -> Any:
         try:
             run = await _run(dash, run_id)
             previous = await dash.call(previous_version, dash.store, run)
-            view = await dash.call(approval_view, run, dash.registry, previous)
+            requested = await dash.call(requested_steps, dash.store, run)
+            view = await dash.call(approval_view, run, dash.registry, previous, requested)
         except RunNotFoundError as exc:
             return HTMLResponse(pages.not_found(exc.message), status_code=404)
         except ValueError as exc:

@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from planrail.web.paths import run_path
-from planrail.web.views import status_colors
+from planrail.web.views import UNKNOWN, status_colors
 
 __all__ = ["approval_page", "not_found", "run_list", "run_page"]
 
@@ -117,7 +117,7 @@ def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
             f"<li><b>{escape(name)}</b>: {escape(', '.join(src))}</li>"
             for name, src in s["provenance"].items()
         )
-        mark = "needs approval" if s["needs_approval"] else ""
+        mark = {True: "needs approval", None: "not known"}.get(s["needs_approval"], "")
         change = s.get("change")
         badge = (
             f' <span class="change change-{escape(change)}">{escape(change)}</span>'
@@ -128,7 +128,7 @@ def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
             f'<tr data-step="{escape(s["step"])}" data-change="{escape(change or "")}">'
             f"<td><code>{escape(s['step'])}</code>{badge}</td>"
             f"<td>{escape(s['calls'])}</td><td class='fx fx-{escape(s['side_effects'])}'>"
-            f"{escape(s['side_effects'])}</td><td>{escape(mark)}</td>"
+            f"{_effects(s['side_effects'])}</td><td>{escape(mark)}</td>"
             f"<td><pre>{_value(s['args'])}</pre></td><td><ul>{sources}</ul></td></tr>"
         )
     waiting = view["status"] == "awaiting_approval"
@@ -145,8 +145,8 @@ def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
 · status <span id="run-status" class="status s-{escape(view["status"])}">
 {escape(view["status"])}</span></div>
 <div>plan hash <code id="plan-hash">{escape(view["plan_hash"])}</code></div>
-<div>{len(view["to_approve"])} step(s) change the world or ask for approval:
-{escape(", ".join(view["to_approve"]))}</div>
+<div>{len(view["to_approve"])} step(s) {_known(view)}change the world or ask for approval:
+{escape(", ".join(view["to_approve"]))}</div>{_unknown(view)}
 <div class="actions">{buttons}<span id="action-msg" class="msg" role="status"></span></div>
 </section>
 {_warnings(view["warnings"])}{_diff(view["diff"])}
@@ -155,6 +155,35 @@ def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
 <tbody>{"".join(rows)}</tbody></table>"""
     data = {"run": {"run_id": view["run_id"], "can_resume": can_resume}}
     return _shell(f"approve {view['run_id']}", csrf, body, data, "approval")
+
+
+def _effects(side_effects: str) -> str:
+    if side_effects == UNKNOWN:
+        return "unknown <small>(tools not loaded)</small>"
+    return escape(side_effects)
+
+
+def _known(view: dict[str, Any]) -> str:
+    """``known to``: without the tools or the run's record, the count is a lower bound."""
+    return "known to " if view.get("unknown_effects") and not view.get("recorded") else ""
+
+
+def _unknown(view: dict[str, Any]) -> str:
+    """Says that the side effects of some steps are not known (the dashboard was started
+    without their tools), and where the steps to approve come from then."""
+    unknown = view.get("unknown_effects") or []
+    if not unknown:
+        return ""
+    which = (
+        "the steps to approve are those the run recorded when it asked for approval"
+        if view.get("recorded")
+        else "whether they need approval is not known either"
+    )
+    return (
+        '<div id="unknown-effects" class="unknown-effects">tools not loaded: side effects'
+        f" unknown for {escape(', '.join(unknown))}; {which}. Start <code>planrail ui"
+        " --tools</code> to see them.</div>"
+    )
 
 
 def _warnings(warnings: list[dict[str, Any]]) -> str:

@@ -8,18 +8,19 @@ secrets). Nothing here writes the store.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from planrail.engine.approval import ApprovalRequest
-from planrail.engine.approval_view import PlanDiff
+from planrail.engine.approval_view import PlanDiff, StepView
 from planrail.engine.events import EventType
 from planrail.observe.graph import COLORS
 from planrail.observe.view import redact, trace_ids
 from planrail.plan.effects import effects_of, needing_approval
-from planrail.plan.model import Plan
+from planrail.plan.model import Plan, step_tools
 from planrail.plan.secrets import Redactor, secret_params_of
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import check_plan
@@ -28,16 +29,20 @@ from planrail.types import StepStatus
 
 __all__ = [
     "FILTERS",
+    "IN_DOUBT_SCAN",
     "STEP_STATUS_OF_EVENT",
+    "UNKNOWN",
     "Masker",
     "approval_view",
     "critical_path",
     "event_message",
     "previous_version",
+    "requested_steps",
     "run_row",
     "run_rows",
     "step_detail",
     "timeline",
+    "was_approved",
 ]
 
 FILTERS: dict[str, str] = {
@@ -67,6 +72,8 @@ class Masker:
     """Masks what the dashboard shows of one run, as ``planrail show --tools`` does."""
 
     def __init__(self, run: RunRecord, registry: ToolRegistry) -> None:
+        self.registry = registry
+        """The dashboard's tools (the drawer's provenance reads which outputs they trust)."""
         self._secrets: dict[str, frozenset[str]] = {}
         self.redactor: Redactor | None = None
         for raw in run.plan.get("steps", []):
@@ -117,18 +124,33 @@ def run_row(run: RunRecord, steps: Mapping[str, StepRecord], now: float) -> dict
     }
 
 
+IN_DOUBT_SCAN = 2000
+"""How many of the newest runs the *in doubt* filter looks through for in-doubt steps."""
+
+
 def run_rows(store: Store, flt: str | None, now: float, limit: int = 200) -> list[dict[str, Any]]:
-    """The run list, newest first, narrowed by a :data:`FILTERS` key."""
+    """The run list, newest first, narrowed by a :data:`FILTERS` key.
+
+    A status filter is the store's own (``list_runs(status=...)``), so ``limit`` rows of that
+    status come back however old. The store cannot select runs by the state of their steps, so
+    *in doubt* reads the step records of up to :data:`IN_DOUBT_SCAN` newest runs and keeps the
+    first ``limit`` with an in-doubt step: limiting before filtering showed none when the 200
+    newest runs had none, whatever the older ones held.
+    """
+    if flt == "in_doubt":
+        rows = []
+        for run in store.list_runs(limit=max(limit, IN_DOUBT_SCAN)):
+            row = run_row(run, store.get_steps(run.run_id), now)
+            if row["in_doubt"]:
+                rows.append(row)
+                if len(rows) == limit:
+                    break
+        return rows
     status = {"awaiting": "awaiting_approval", "running": "running", "failed": "failed"}.get(
         flt or ""
     )
-    rows = []
-    for run in store.list_runs(status=status, limit=limit):
-        row = run_row(run, store.get_steps(run.run_id), now)
-        if flt == "in_doubt" and not row["in_doubt"]:
-            continue
-        rows.append(row)
-    return rows
+    runs = store.list_runs(status=status, limit=limit)
+    return [run_row(run, store.get_steps(run.run_id), now) for run in runs]
 
 
 # ---------------------------------------------------------------- graph and timeline
@@ -206,13 +228,27 @@ def _plan_step(run: RunRecord, step_id: str) -> dict[str, Any]:
     return next((s for s in run.plan.get("steps", []) if s.get("id") == step_id), {})
 
 
-def _sources(run: RunRecord, step_id: str) -> dict[str, list[str]]:
+def _sources(run: RunRecord, step_id: str, registry: ToolRegistry) -> dict[str, list[str]]:
+    """Where each argument of ``step_id`` comes from, as the approval page says it: the
+    approval screen of the stored plan with that one step on it."""
     try:
         plan = Plan.model_validate(run.plan)
-        request = ApprovalRequest.build(plan, ToolRegistry(), {}, [], plan_hash=run.plan_hash)
-        return request.sources(step_id)
+        request = ApprovalRequest.build(plan, registry, {}, [step_id], plan_hash=run.plan_hash)
+        shown = request.view().steps
     except (ValueError, KeyError):
         return {}
+    return _provenance(shown[0]) if shown else {}
+
+
+def _provenance(shown: StepView) -> dict[str, list[str]]:
+    """Each argument's origins in the words of the CLI's approval screen (``written in the
+    plan``, ``output of tool fetch (untrusted)``), for the drawer and the approval page alike:
+    ``value_sources`` has internal codes (``user``) that no page should show."""
+    return {
+        a.name: [src.text for src in a.sources]
+        + (["untrusted-derived: look hard at it"] if a.untrusted else [])
+        for a in shown.args
+    }
 
 
 def step_detail(
@@ -236,7 +272,7 @@ def step_detail(
         "attempts": rec.attempts if rec is not None else 0,
         "attempt_history": masker.value(_attempts(rec)) if rec is not None else [],
         "idempotency_key": rec.idempotency_key if rec is not None else None,
-        "provenance": _sources(run, step_id),
+        "provenance": _sources(run, step_id, masker.registry),
         "trace": trace_ids(((e.type, e.step_id, e.data) for e in events), step_id),
         "events": [
             {"seq": e.seq, "type": e.type, "at": e.at, "attempt": e.attempt}
@@ -279,12 +315,19 @@ class ApprovalStep:
     step: str
     calls: str
     side_effects: str
-    needs_approval: bool
+    """The side-effect class, or :data:`UNKNOWN` when the dashboard lacks the step's tools."""
+    needs_approval: bool | None
+    """None: not known (its tools are not loaded and the run recorded no request)."""
     args: Any
     provenance: dict[str, list[str]]
     change: str | None = None
     """On a replan: ``added``, ``changed`` or ``same`` against the previous version."""
 
+
+UNKNOWN = "unknown"
+"""The side effects of a step whose tools the dashboard does not hold (``planrail ui`` without
+``--tools``): planrail takes an unknown tool as unsafe when it runs, but a page that said so
+would call a read-only step unsafe."""
 
 _REPLAN = re.compile(r"^(?P<base>.+)-r(?P<n>[1-9][0-9]*)$")
 
@@ -295,7 +338,8 @@ def previous_version(store: Store, run: RunRecord) -> RunRecord | None:
     The store links the versions by run id only: an agent stores replan N of run ``X`` as
     ``X-rN`` (:class:`planrail.agent.Agent`), so the version before is ``X-r(N-1)``, or ``X``
     for the first replan. A replan keeps the goal (the planner enforces its anchor), so a run
-    of another goal under such an id is not taken for one.
+    of another goal under such an id is not taken for one; nor is a version that was never
+    approved (:func:`was_approved`): the page says "changed since the approved version".
     """
     found = _REPLAN.match(run.run_id)
     if found is None:
@@ -304,7 +348,17 @@ def previous_version(store: Store, run: RunRecord) -> RunRecord | None:
     before = store.get_run(found["base"] if n == 1 else f"{found['base']}-r{n - 1}")
     if before is None or before.plan.get("goal") != run.plan.get("goal"):
         return None
-    return before
+    return before if was_approved(store, before) else None
+
+
+def was_approved(store: Store, run: RunRecord) -> bool:
+    """Whether ``run``'s plan went through the approval gate: it holds an approval (an
+    approver's or an operator's, :func:`~planrail.engine.approval.approval_record`), or it
+    needed none and started — the executor logs ``run_started`` only past the gate, so a plan
+    still waiting, refused, or cancelled while waiting has neither."""
+    if run.approval is not None:
+        return True
+    return any(e.type == EventType.RUN_STARTED for e in store.events(run.run_id))
 
 
 def _previous_plan(previous: RunRecord | None) -> Plan | None:
@@ -316,13 +370,45 @@ def _previous_plan(previous: RunRecord | None) -> Plan | None:
         return None  # a stored version that no longer validates: no diff rather than no page
 
 
+def requested_steps(store: Store, run: RunRecord) -> list[str] | None:
+    """The steps ``run`` recorded as needing approval when it stopped at the gate (its last
+    ``approval_requested`` event), or None if it recorded none: what :func:`approval_view`
+    shows for steps whose tools the dashboard does not hold."""
+    asked = [e for e in store.events(run.run_id) if e.type == EventType.APPROVAL_REQUESTED]
+    steps = asked[-1].data.get("steps") if asked else None
+    return [str(s) for s in steps] if isinstance(steps, list) else None
+
+
+def _recorded(run: RunRecord, requested: Sequence[str] | None) -> frozenset[str] | None:
+    """The steps the run recorded as needing approval: ``requested`` (its event), else the
+    ones its approval record names (an operator's approval names none: unknown)."""
+    if requested is not None:
+        return frozenset(requested)
+    steps = (run.approval or {}).get("steps")
+    return frozenset(map(str, steps)) if isinstance(steps, list) and steps else None
+
+
+def _unknown_tools(plan: Plan, registry: ToolRegistry) -> frozenset[str]:
+    """Steps that may call a tool the dashboard's registry does not hold."""
+    return frozenset(
+        s.id for s in plan.steps if any(registry.spec(t) is None for t in step_tools(s))
+    )
+
+
 def approval_view(
-    run: RunRecord, registry: ToolRegistry, previous: RunRecord | None = None
+    run: RunRecord,
+    registry: ToolRegistry,
+    previous: RunRecord | None = None,
+    requested: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The approval page of a stored run: what each step does, its argument values (masked) and
     where each comes from, the hash an approval binds, and — for a replan, given the
     ``previous`` version (:func:`previous_version`) — the steps added, removed and changed
     since, with the arguments that changed.
+
+    A step whose tools ``registry`` lacks has :data:`UNKNOWN` side effects, and needs approval
+    when the run recorded so (``requested``, :func:`requested_steps`; else its approval record),
+    else that is unknown too (None) — never guessed from the empty registry.
 
     Built from :class:`~planrail.engine.approval.ApprovalRequest` and its approval screen
     (:mod:`planrail.engine.approval_view`, the CLI's) over the stored plan.
@@ -332,42 +418,49 @@ def approval_view(
     report = check_plan(run.plan, registry if len(registry) else None)
     plan = report.plan if report.plan is not None else Plan.model_validate(run.plan)
     effects = effects_of(plan.steps, registry)
+    unknown = _unknown_tools(plan, registry)
+    recorded = _recorded(run, requested) if unknown else None
+    if recorded is not None:
+        needed = [s.id for s in plan.steps if s.id in recorded]
+    else:  # an unknown step's need is not known: it is not listed as one to approve
+        needed = [sid for sid in needing_approval(effects) if sid not in unknown]
     before = _previous_plan(previous)
     redactor = Redactor.for_plan(plan, registry)
     request = ApprovalRequest.build(
         plan,
         registry,
         effects,
-        needing_approval(effects),
+        needed,
         plan_hash=run.plan_hash,
         run_id=run.run_id,
         previous=before,
         redactor=redactor,
     )
-    view = request.view()  # the CLI's approval screen, as data
+    request = dataclasses.replace(
+        request, side_effects={**request.side_effects, **dict.fromkeys(unknown, UNKNOWN)}
+    )
+    # The CLI's approval screen, as data, with every step on it: the page shows the arguments
+    # and provenance of read-only steps too, in the same words.
+    view = dataclasses.replace(request, steps=tuple(s.id for s in plan.steps)).view()
     screen = {v.id: v for v in view.steps}
     masker = Masker(run, registry)
     steps = []
     for s in plan.steps:
-        shown = screen.get(s.id)
-        if shown is None:  # read-only: the screen collapses it; show its arguments anyway
-            args = masker.args(s.id, _plan_step(run, s.id).get("args", {}))
-            provenance = request.sources(s.id)
-        else:
+        shown = screen[s.id]
+        if s.id in request.steps:
             args = {a.name: masker.value(a.value) for a in shown.args}
-            provenance = {
-                a.name: [src.text for src in a.sources]
-                + (["untrusted-derived: look hard at it"] if a.untrusted else [])
-                for a in shown.args
-            }
+        else:  # read-only: shown as planned, masked as the drawer masks it
+            args = masker.args(s.id, _plan_step(run, s.id).get("args", {}))
         steps.append(
             ApprovalStep(
                 step=s.id,
                 calls=s.tool or s.action,
                 side_effects=request.side_effects.get(s.id, "none"),
-                needs_approval=s.id in request.steps,
+                needs_approval=(
+                    None if s.id in unknown and recorded is None else s.id in request.steps
+                ),
                 args=args,
-                provenance=provenance,
+                provenance=_provenance(shown),
                 change=_change(view.diff, s.id),
             )
         )
@@ -378,6 +471,8 @@ def approval_view(
         "plan_hash": request.plan_hash,
         "reason": request.reason,
         "to_approve": list(request.steps),
+        "unknown_effects": [s.id for s in plan.steps if s.id in unknown],
+        "recorded": recorded is not None,
         "steps": [s.__dict__ for s in steps],
         "approval": masker.value(run.approval),
         "diff": _diff(view.diff, previous, masker, before, plan),
