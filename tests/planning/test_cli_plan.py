@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from planrail.cli.app import app
@@ -131,6 +132,19 @@ def test_plan_budget_exceeded_exits_1(tmp_path: Path, server: LLMTestServer) -> 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
     assert "input token budget is exceeded" in result.output
+
+
+@pytest.mark.parametrize("cost", ["inf", "nan", "-1"])
+def test_a_budget_no_spend_could_reach_is_a_usage_error(
+    tmp_path: Path, server: LLMTestServer, cost: str
+) -> None:
+    """``--max-cost inf`` (and nan, -1) is exit 2 with one line, before the model is asked
+    (inf passed typer's min=0 and reached Budget, whose refusal was a traceback)."""
+    module, _ = _tools(tmp_path)
+    result = _plan(module, server, "--max-cost", cost, "--yes")
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert server.completions == []
 
 
 def test_plan_without_tools_is_a_usage_error() -> None:

@@ -170,6 +170,10 @@ def plan_cmd(
         raise fail(console, f"{model}: option not supported ({exc})", ExitCode.USAGE) from None
     except (OSError, ValueError, AttributeError) as exc:
         raise fail(console, f"{prices}: not a price table ({exc})", ExitCode.USAGE) from None
+    try:
+        budget = Budget(max_llm_calls, max_input_tokens, max_output_tokens, max_cost)
+    except (TypeError, ValueError) as exc:  # --max-cost inf: no spend could reach it
+        raise fail(console, f"budget: {exc}", ExitCode.USAGE) from None
     security = security_policy(policy, strict, console)
     the_store = open_store_or_exit(store, console)
     observers = _observers(console, trace, quiet=quiet or json_out)
@@ -183,7 +187,7 @@ def plan_cmd(
             approve_call=ask_call(console) if security is not None else None,
             observers=observers,
             run_id=run_id,
-            budget=Budget(max_llm_calls, max_input_tokens, max_output_tokens, max_cost),
+            budget=budget,
             prices=table,
             max_repairs=max_repairs,
             max_replans=max_replans,

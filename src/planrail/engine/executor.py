@@ -293,7 +293,10 @@ class Execution:
         if self._sealed:
             self.scheduler.close()
         self.calls = call_guard if call_guard is not None else CallGuard.for_policy(self.policy)
-        """The repeated-call guard (None: off); an agent shares one across its replans."""
+        """The repeated-call guard (None: off); an agent shares one across its replans. Built
+        again from the stored policy when a resume adopts it (:func:`gate.adopt`), unless one
+        was given."""
+        self._call_guard_given = call_guard is not None
         self._stages = StageGate.for_plan(plan, self.scheduler.state) if plan.stages else None
         self._stage_goals = stage_goals(plan)
 

@@ -17,6 +17,7 @@ from planrail.engine.approval import (
     ask,
     label_of,
 )
+from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import PlanMismatchError, PolicyMismatchError
 from planrail.engine.events import EventType
 from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
@@ -103,6 +104,8 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
     if ex._policy_given is None:
         if isinstance(kept_run, dict):
             ex.policy = RunPolicy.from_mapping(kept_run)
+            if not ex._call_guard_given:  # the guard's settings are the stored policy's too
+                ex.calls = CallGuard.for_policy(ex.policy)
     elif ex._policy_given.to_dict() != kept_run:
         override(ex, "run", kept_run, ex._policy_given.to_dict())
 

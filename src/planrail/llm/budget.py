@@ -34,10 +34,19 @@ class Budget:
     """Money in all, in the unit of the :class:`PriceTable` (US dollars by default)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_llm_calls", "max_input_tokens", "max_output_tokens", "max_cost"):
+        # A NaN limit is never exceeded and 1.5 calls is no count: refused, naming the field.
+        for name in ("max_llm_calls", "max_input_tokens", "max_output_tokens"):
             value = getattr(self, name)
-            if value is not None and value < 0:
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be a whole number >= 0 or None, got {value!r}")
+            if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
+        if self.max_cost is not None:
+            if isinstance(self.max_cost, bool) or not isinstance(self.max_cost, int | float):
+                raise TypeError(f"max_cost must be a number >= 0 or None, got {self.max_cost!r}")
+            _at_least_zero(self.max_cost, "max_cost")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +85,14 @@ class PriceTable:
 
 
 def _price(entry: Any, key: str, model: str) -> float:
-    value = float(entry.get(key, 0.0))
+    return _at_least_zero(float(entry.get(key, 0.0)), f"the {key} price of {model!r}")
+
+
+def _at_least_zero(value: float, what: str) -> float:
+    """``value`` when it is a finite number >= 0, else a ValueError naming ``what``: NaN
+    passes no comparison, so a NaN price or limit would let any spending through."""
     if not 0 <= value < math.inf:
-        raise ValueError(f"the {key} price of {model!r} must be a number >= 0, got {value}")
+        raise ValueError(f"{what} must be a number >= 0 (not NaN or infinite), got {value!r}")
     return value
 
 

@@ -25,6 +25,7 @@ import functools
 import inspect
 import math
 import sys
+import types
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -448,7 +449,12 @@ def _build_tool(
         if param.kind is param.POSITIONAL_ONLY:
             raise ToolDefinitionError(f"tool {tool_name!r}: positional-only parameter {pname!r}")
         annotation = hints.get(pname, Any)
-        if annotation is StepContext:
+        if _is_context_annotation(annotation, tool_name, pname):
+            if context_param is not None:
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: two StepContext parameters ({context_param!r} and"
+                    f" {pname!r}); declare at most one"
+                )
             context_param = pname
             continue
         default = ... if param.default is param.empty else param.default
@@ -503,6 +509,43 @@ def _build_tool(
     ret = hints.get("return")
     scalar = ret if ret in (str, int, bool) else None
     return Tool(f, spec, context_param, model, adapter, scalar)
+
+
+def _is_context_annotation(annotation: Any, tool_name: str, pname: str) -> bool:
+    """Whether ``annotation`` declares the step-context parameter: ``StepContext``, optionally
+    wrapped in ``Annotated[...]`` and/or ``Optional[...]`` (``StepContext | None``).
+
+    ``StepContext`` anywhere else in the annotation (in a union with another type, inside
+    ``list[...]``) is refused: it would make the context, or part of it, a plan argument
+    that a plan could forge (its idempotency key).
+    """
+    if not _mentions_context(annotation):
+        return False
+    core = annotation
+    while True:
+        origin = typing.get_origin(core)
+        if origin is typing.Annotated:
+            core = typing.get_args(core)[0]
+        elif origin is typing.Union or origin is types.UnionType:
+            members = [a for a in typing.get_args(core) if a is not type(None)]
+            if len(members) != 1:
+                break
+            core = members[0]
+        else:
+            break
+    if core is StepContext:
+        return True
+    raise ToolDefinitionError(
+        f"tool {tool_name!r}: parameter {pname!r} mixes StepContext with other types"
+        f" ({annotation!r}); annotate the context parameter StepContext or"
+        " StepContext | None"
+    )
+
+
+def _mentions_context(annotation: Any) -> bool:
+    if annotation is StepContext:
+        return True
+    return any(_mentions_context(a) for a in typing.get_args(annotation))
 
 
 COMPUTE_KEYS = ("num_cpus", "num_gpus", "memory")

@@ -21,7 +21,14 @@ import pydantic
 
 from planrail.errors import PlanLoadError
 from planrail.plan import schema as js
-from planrail.plan.loader import check_bounds, load_document, normalize, read_plan_file
+from planrail.plan.loader import (
+    PlanLimits,
+    check_bounds,
+    load_document,
+    normalize,
+    read_plan_file,
+)
+from planrail.plan.loader import _within_bounds as within_bounds
 from planrail.plan.model import ACTIONS, Plan, Step, plain_step
 from planrail.plan.validate_context import Context
 
@@ -72,9 +79,8 @@ def load_pass(ctx: Context, source: PlanSource) -> None:
     """parse_error / duplicate_key / limit_exceeded: the document is readable and bounded."""
     duplicates: list[tuple[str, str]] = []
     try:
-        if isinstance(source, Plan):  # built in Python: its text may not be Unicode yet
-            data: Any = source.to_json_data()
-            check_bounds(data, ctx.limits)
+        if isinstance(source, Plan):  # built in Python: its values may not be JSON yet
+            data: Any = _plan_data(source, ctx.limits)
         elif isinstance(source, Path):
             text = read_plan_file(source, ctx.limits)
             data = load_document(text, ctx.limits, fmt=_fmt(source.suffix), duplicates=duplicates)
@@ -109,6 +115,80 @@ def load_pass(ctx: Context, source: PlanSource) -> None:
         )
         return
     ctx.raw = data
+
+
+def _plan_data(plan: Plan, limits: PlanLimits) -> Any:
+    """``plan`` as JSON data, refused (:class:`PlanLoadError`) as a dict plan would be.
+
+    Pydantic keeps ``args``, ``output``, ``metadata`` (every free-form field) as given, and its
+    JSON dump would turn NaN into null, a set or bytes into a list or text, an int key into
+    text, and fail on an arbitrary object with no place named. So the Python dump is checked,
+    by the walk that checks dict plans, with the model's own tuples read as lists. Only Plan
+    objects take this path: dict and text plans pay nothing for it.
+    """
+    try:
+        data = plan.model_dump(exclude_defaults=True)
+    except (ValueError, TypeError) as exc:
+        raise PlanLoadError(f"the plan cannot be read as data: {exc}") from exc
+    _model_lists(data)
+    if within_bounds(data, limits):  # plain JSON already: what the JSON dump would give
+        return data
+    try:
+        check_bounds(data, limits)
+    except PlanLoadError:  # a tuple given in a free-form field is a list: look again
+        check_bounds(_as_lists(data, limits), limits)
+    try:  # str or int subclasses (enums) and tuples: as their JSON
+        return plan.to_json_data()
+    except (ValueError, TypeError) as exc:  # checked above; a last guard, never a traceback
+        raise PlanLoadError(f"the plan cannot be written as JSON: {exc}") from exc
+
+
+def _model_lists(data: dict[str, Any]) -> None:
+    """Make the lists the model keeps as tuples (``steps``, ``depends_on``, ``retry_on``,
+    ``stages`` and their ``steps``) lists again, in place: every dict changed is the dump's
+    own, made for a model, never a value the plan was given."""
+    steps = data.get("steps")
+    if type(steps) is tuple:
+        data["steps"] = steps = list(steps)
+        for step in steps:
+            if type(step) is not dict:
+                continue
+            if type(step.get("depends_on")) is tuple:
+                step["depends_on"] = list(step["depends_on"])
+            retry = step.get("retry")
+            if type(retry) is dict and type(retry.get("retry_on")) is tuple:
+                retry["retry_on"] = list(retry["retry_on"])
+    stages = data.get("stages")
+    if type(stages) is tuple:
+        data["stages"] = stages = list(stages)
+        for stage in stages:
+            if type(stage) is dict and type(stage.get("steps")) is tuple:
+                stage["steps"] = list(stage["steps"])
+
+
+def _as_lists(data: Any, limits: PlanLimits) -> Any:
+    """A copy of ``data`` with each tuple a list, for :func:`check_bounds`. Iterative, and no
+    deeper than ``limits.max_depth`` nor past ``limits.max_nodes`` values (a container that
+    holds itself ends there): what is left as it was, ``check_bounds`` refuses anyway."""
+    holder = [data]
+    stack: list[tuple[Any, Any, int]] = [(holder, 0, 0)]
+    nodes = 0
+    while stack:
+        parent, key, depth = stack.pop()
+        value = parent[key]
+        if isinstance(value, dict):
+            fresh: Any = dict(value)
+            keys: Any = fresh.keys()
+        elif type(value) is tuple or isinstance(value, list):
+            fresh = list(value)
+            keys = range(len(fresh))
+        else:
+            continue
+        parent[key] = fresh
+        nodes += len(fresh)
+        if depth < limits.max_depth and nodes <= limits.max_nodes:
+            stack.extend((fresh, k, depth + 1) for k in keys)
+    return holder[0]
 
 
 def _fmt(suffix: str) -> str | None:

@@ -149,6 +149,9 @@ class ResourceLimit:
         )
 
 
+_DEFAULT_IDENTICAL_CALLS = 3
+
+
 @dataclass(frozen=True, slots=True)
 class RunPolicy:
     """Policies for a whole run (pass as ``Execution(..., policy=RunPolicy(...))``)."""
@@ -168,7 +171,7 @@ class RunPolicy:
     """Items of one ``for_each`` running at once when the step sets no ``max_parallel``."""
     seed: int | None = None
     """Seed of the jitter RNG (``None``: unpredictable jitter)."""
-    max_identical_calls: int | None = 3
+    max_identical_calls: int | None = _DEFAULT_IDENTICAL_CALLS
     """Most calls of one tool with the same resolved arguments in a run (retries of a call are
     not counted); the next identical call fails with ``RepeatedCallError`` instead of being
     made. ``None`` turns the guard off (``docs/policies.md``)."""
@@ -177,8 +180,13 @@ class RunPolicy:
     arguments (a status you poll with ``repeat``, a clock)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The policy as plain JSON data, stored with a run (:meth:`from_mapping` reads it)."""
-        return {
+        """The policy as plain JSON data, stored with a run (:meth:`from_mapping` reads it).
+
+        ``max_identical_calls`` and ``repeatable_tools`` are written only when they are not
+        the defaults: a run stored before they were is the same policy as a default one (a
+        resume compares the stored form with the given policy's), and reads back as it.
+        """
+        data: dict[str, Any] = {
             "resources": {
                 name: {
                     "max_concurrency": lim.max_concurrency,
@@ -195,10 +203,16 @@ class RunPolicy:
             "default_max_parallel": self.default_max_parallel,
             "seed": self.seed,
         }
+        if self.max_identical_calls != _DEFAULT_IDENTICAL_CALLS:
+            data["max_identical_calls"] = self.max_identical_calls
+        if self.repeatable_tools:
+            data["repeatable_tools"] = sorted(self.repeatable_tools)
+        return data
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RunPolicy:
-        """The policy :meth:`to_dict` wrote (unknown fields are an error)."""
+        """The policy :meth:`to_dict` wrote (unknown fields are an error; a missing field is
+        its default)."""
         fields = dict(data)
         unknown = set(fields) - set(cls.__dataclass_fields__)
         if unknown:
@@ -215,6 +229,10 @@ class RunPolicy:
             raise ValueError(f"deadline must be a number of seconds > 0, got {self.deadline!r}")
         exempt = self.repeatable_tools
         exempt = frozenset([exempt] if isinstance(exempt, str) else exempt)
+        if not all(isinstance(name, str) for name in exempt):
+            raise ValueError(
+                f"repeatable_tools must be tool names, got {sorted(exempt, key=repr)!r}"
+            )
         object.__setattr__(self, "repeatable_tools", exempt)
         calls = self.max_identical_calls
         if calls is not None and (type(calls) is not int or calls < 1):
