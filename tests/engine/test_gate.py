@@ -87,6 +87,30 @@ async def test_the_approver_sees_the_steps_and_the_hash_and_its_no_stops_everyth
     assert request.side_effects == {"a": "none", "b": "unsafe"}
 
 
+@pytest.mark.parametrize("answer", ["no", "n", "yes", 1, [True], "False"])
+async def test_only_true_approves(answer: object) -> None:
+    """An approver returning anything but True, False or None — ``input()``'s "no" is truthy —
+    refuses: nothing is called (it was ``bool(answer)``: "no" approved and paid). The Agent's
+    approval callback follows the same rule."""
+    from planrail.agent import Agent
+    from planrail.testing import ScriptedLLM
+
+    result = await planrail.arun(PLAN, TOOLS, approver=lambda request: answer)
+    assert result.status == "awaiting_approval"
+    assert "approval refused" in (result.error or "")
+    planned = await Agent(ScriptedLLM([PLAN]), TOOLS, approval=lambda req: answer).run("pay")
+    assert planned.status == "refused"
+    assert not [c for c in CALLS if c.startswith("pay")]
+
+
+@pytest.mark.parametrize("approve", ["false", 1, None])
+def test_approve_must_be_a_boolean(approve: object) -> None:
+    """``approve="false"`` approved the plan (a truthy string): a TypeError before anything."""
+    with pytest.raises(TypeError, match="approve must be True or False"):
+        planrail.prepare(PLAN, TOOLS, approve=approve)  # type: ignore[arg-type]
+    assert CALLS == []
+
+
 async def test_a_deferred_run_is_stored_then_approved_and_resumed(store_url: str) -> None:
     """``defer`` stores the run ``awaiting_approval``; an operator's approve binds the stored
     hash, and resume runs it once — the approval record says who and when."""

@@ -19,6 +19,7 @@ from planrail.agent.approval import ApprovalCallback, ApprovalPolicy, side_effec
 from planrail.agent.result import AgentResult, Trace
 from planrail.agent.stages import kept_calls, stage_failure_text
 from planrail.clock import SYSTEM_CLOCK
+from planrail.engine.approval import strict_answer
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.executor import (
     MAX_RUN_ID_LENGTH,
@@ -256,7 +257,8 @@ class Agent:
                 answer: bool | None = False
             else:
                 raw = self.approval(request)
-                answer = await raw if inspect.isawaitable(raw) else raw
+                raw = await raw if inspect.isawaitable(raw) else raw
+                answer = strict_answer(raw, self.approval)  # "no" is truthy: not a yes
             ctx.trace.note("approved" if answer else "refused", reason=reason)
             if not answer:
                 ctx.result.status = "refused"

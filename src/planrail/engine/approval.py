@@ -17,6 +17,7 @@ needs approval and that has no approver does not start (:class:`ApprovalRequired
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,8 @@ from planrail.plan.tools import ToolRegistry
 if TYPE_CHECKING:
     from planrail.engine.approval_view import ApprovalView
 
+log = logging.getLogger("planrail.approval")
+
 __all__ = [
     "ApprovalRequest",
     "ApprovalRequiredError",
@@ -42,6 +45,7 @@ __all__ = [
     "defer",
     "label_of",
     "refuse_all",
+    "strict_answer",
     "value_sources",
 ]
 
@@ -164,13 +168,25 @@ def label_of(approver: Approver | None) -> str:
 
 
 async def ask(approver: Approver | None, request: ApprovalRequest) -> bool | None:
-    """The approver's answer (awaited if async); no approver means no."""
+    """The approver's answer (awaited if async); no approver means no. Only ``True``
+    approves: any answer but ``True``, ``False`` or ``None`` is a refusal (an approver
+    returning ``input()``'s ``"no"`` — or anything truthy — was taken for a yes)."""
     if approver is None:
         return False
     answer = approver(request)
     if inspect.isawaitable(answer):
         answer = await answer
-    return None if answer is None else bool(answer)
+    return strict_answer(answer, approver)
+
+
+def strict_answer(answer: object, approver: object) -> bool | None:
+    """``answer`` when it is ``True``, ``False`` or ``None``; else ``False``, logged."""
+    if answer is True or answer is False or answer is None:
+        return answer
+    log.warning(
+        "approver %r answered %r, not True, False or None: taken as a refusal", approver, answer
+    )
+    return False
 
 
 def approval_record(

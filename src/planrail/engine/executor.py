@@ -208,6 +208,8 @@ class Execution:
         """Who approved the plan, when, and the hash it is bound to (recorded with the run)."""
         self.approver = approver
         """Asked when the plan needs approval and holds none (:mod:`planrail.engine.approval`)."""
+        if type(approve) is not bool:  # approve="false" approved
+            raise TypeError(f"approve must be True or False, not {approve!r}")
         self.approve = approve
         """``True``: the caller approves the plan itself (the Python form of ``--yes``)."""
         self.policy_override = policy_override
