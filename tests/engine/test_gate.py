@@ -129,6 +129,28 @@ async def test_a_deferred_run_is_stored_then_approved_and_resumed(store_url: str
     store.close()
 
 
+async def test_a_run_an_operator_refused_never_runs_again(store_url: str) -> None:
+    """``planrail refuse`` ends a waiting run cancelled for good: a resume, or the same plan
+    run again under its id with approve=True, is refused before anything is written or called
+    (a resume set it back to awaiting_approval, and a second one with --yes ran it)."""
+    from planrail.engine.approval import defer
+    from planrail.errors import ApprovalRefusedError
+
+    with open_store(store_url) as store:
+        waiting = planrail.prepare(PLAN, TOOLS, store=store, run_id="r", approver=defer)
+        assert (await waiting.run()).status == "awaiting_approval"
+        operations.refuse(store, "r", by="ops")
+        before = store.events("r")
+        with pytest.raises(ApprovalRefusedError, match=r"was refused .* stays cancelled"):
+            planrail.resume("r", TOOLS, store=store, approve=True)  # said before it is made
+        again = planrail.prepare(PLAN, TOOLS, store=store, run_id="r", approve=True)
+        with pytest.raises(ApprovalRefusedError, match=r"was refused .* stays cancelled"):
+            await again.run()
+        assert store.get_run("r").status == "cancelled"  # type: ignore[union-attr]
+        assert store.events("r") == before
+    assert CALLS == []
+
+
 async def test_changing_the_plan_in_place_after_approval_is_refused_before_any_call() -> None:
     """Steps are frozen but their args dicts are not: a payee changed after approval is
     caught by the hash recomputed at the gate, before any tool runs."""

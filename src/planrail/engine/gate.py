@@ -20,6 +20,7 @@ from planrail.engine.approval import (
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import PlanMismatchError, PolicyMismatchError
 from planrail.engine.events import EventType
+from planrail.errors import ApprovalRefusedError
 from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
 from planrail.plan.model import Plan
 from planrail.policies.limits import RunPolicy
@@ -86,6 +87,7 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
             f" this plan is {current[:19]}…: a run only resumes its own plan",
             run_id=ex.run_id,
         )
+    check_not_refused(stored)
     if ex.approval is None and stored.approval is not None:
         ex.approval = dict(stored.approval)
     saved = stored.metadata.get("policies")
@@ -108,6 +110,23 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
                 ex.calls = CallGuard.for_policy(ex.policy)
     elif ex._policy_given.to_dict() != kept_run:
         override(ex, "run", kept_run, ex._policy_given.to_dict())
+
+
+def check_not_refused(stored: RunRecord) -> None:
+    """:class:`ApprovalRefusedError` for a run an operator refused (``operations.refuse`` ends
+    it ``cancelled`` with an ``ApprovalRefused`` error): it never runs again — a resume, or the
+    same plan run again under its id, would have asked for approval anew."""
+    error = stored.error
+    if not (stored.status == "cancelled" and isinstance(error, dict)):
+        return
+    if error.get("type") != "ApprovalRefused":
+        return
+    said = error.get("message") or "approval refused"
+    raise ApprovalRefusedError(
+        f"run '{stored.run_id}' was refused ({said}) and stays cancelled: nothing of it runs;"
+        " to run the plan, start a new run (another --run-id)",
+        run_id=stored.run_id,
+    )
 
 
 def override(ex: Execution, which: str, stored: Any, given: Any) -> None:
