@@ -252,6 +252,39 @@ async def test_an_open_plan_holds_a_read_only_step_that_asks_for_approval() -> N
     assert execution.approval["steps"] == ["held"]
 
 
+@pytest.mark.parametrize(
+    ("batch", "said"),
+    [
+        ([{"id": "c", "tool": "look", "args": {"q": "z"}, "depends_on": ["zzz"]}], "unknown"),
+        (
+            [
+                {"id": "c", "tool": "look", "args": {"q": "z"}},
+                {"id": "d", "tool": "look", "args": {"q": "w"}, "depends_on": ["d"]},
+            ],
+            "depends on itself",
+        ),
+        ([{"id": "c", "tool": "look"}, {"id": "c", "tool": "look"}], "already scheduled"),
+    ],
+)
+async def test_a_refused_extend_adds_nothing(batch: list[dict[str, Any]], said: str) -> None:
+    """An open plan's extend() that refuses a batch leaves none of it behind: the plan then
+    seals and ends without it (a step of it stayed 'pending' for ever, and the sealed plan
+    was refused for lacking it)."""
+    registry = planrail.ToolRegistry(TOOLS)
+    a = Step.model_validate({"id": "a", "tool": "look", "args": {"q": "x"}})
+    execution = Execution(Plan(goal="g", steps=()), registry, open_plan=True)
+    runner = asyncio.create_task(execution.run())
+    await asyncio.sleep(0)
+    execution.extend([a])
+    with pytest.raises(ValueError, match=said):
+        execution.extend([Step.model_validate(s) for s in batch])
+    assert sorted(execution.results) == ["a"]
+    execution.seal(Plan(goal="g", steps=(a,)))
+    result = await asyncio.wait_for(runner, 60)
+    assert result.status == "succeeded"
+    assert sorted(result.steps) == ["a"]
+
+
 class PinnedTool:
     """A tool that reports a schema hash and refuses calls pinned to another (as MCP tools do)."""
 

@@ -319,6 +319,8 @@ class Execution:
         for step in new:
             if step.id in self._steps:
                 raise ValueError(f"step {step.id!r} is already in the plan")
+        # refused before anything is added: a step left half in the plan stayed pending
+        self.scheduler.check_batch(self._nodes(new, dict.fromkeys((s.id for s in new), 0.0)))
         for compiled in self.compiled.extend(new):
             step = compiled.step
             self._steps[step.id] = step

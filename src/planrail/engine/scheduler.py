@@ -116,6 +116,22 @@ class Scheduler:
 
     # ------------------------------------------------------------------ building
 
+    def check_batch(self, batch: list[Node]) -> None:
+        """ValueError unless :meth:`add` can take ``batch`` whole — ids new (to the schedule
+        and within the batch), every dependency known or in the batch, none on itself — so
+        that a refused batch leaves nothing of it behind."""
+        ids = set()
+        for node in batch:
+            if node.id in self._entries or node.id in ids:
+                raise ValueError(f"step {node.id!r} is already scheduled")
+            ids.add(node.id)
+        for node in batch:
+            for dep in node.depends_on:
+                if dep == node.id:
+                    raise ValueError(f"step {node.id!r} depends on itself")
+                if dep not in self._entries and dep not in ids:
+                    raise ValueError(f"step {node.id!r} depends on unknown step {dep!r}")
+
     def add(self, nodes: Iterable[Node]) -> list[Skip]:
         """Add steps; their dependencies must already be known or be in the same batch.
 
@@ -124,9 +140,8 @@ class Scheduler:
         if self._closed:
             raise IllegalTransition("cannot add steps after close()")
         batch = list(nodes)
+        self.check_batch(batch)
         for node in batch:
-            if node.id in self._entries:
-                raise ValueError(f"step {node.id!r} is already scheduled")
             self._entries[node.id] = _Entry.of(node)
         skips: list[Skip] = []
         decided: list[str] = []  # the steps whose join may be decided now (the others wait)
@@ -134,11 +149,7 @@ class Scheduler:
             entry = self._entries[node.id]
             failed = False
             for dep in node.depends_on:
-                dep_entry = self._entries.get(dep)
-                if dep_entry is None:
-                    raise ValueError(f"step {node.id!r} depends on unknown step {dep!r}")
-                if dep == node.id:
-                    raise ValueError(f"step {node.id!r} depends on itself")
+                dep_entry = self._entries[dep]
                 if dep_entry.state in _DONE:
                     if dep_entry.state == S.SUCCEEDED:
                         entry.succeeded += 1
