@@ -39,6 +39,13 @@ OUT = {"a": {"n": 3, "s": "pro", "tags": ["x", "y"], "ok": True, "none": None, "
         ({"any": [{"eq": ["${a.n}", 1]}, {"not": {"eq": ["${a.n}", 1]}}]}, True),
         ({"eq": ["${a.tags}", ["x", "y"]]}, True),
         ({"eq": ["n=${a.n}", "n=3"]}, True),
+        # a list is in c when each of its elements is (docs/policies.md)
+        ({"in": [["x", "y"], "${a.tags}"]}, True),
+        ({"in": [["x", "z"], "${a.tags}"]}, False),
+        ({"in": [["k"], "${a.m}"]}, True),
+        ({"in": [["pr", "o"], "${a.s}"]}, True),
+        ({"in": [[], "${a.tags}"]}, False),
+        ({"in": [3, "n=3.0"]}, True),  # a number written there as a number
     ],
 )
 def test_predicate_evaluation(pred: Any, expected: bool) -> None:
