@@ -265,14 +265,14 @@ def _clip(where: str) -> str:
 
 def check_bounds(data: Any, limits: PlanLimits) -> None:
     """Walk ``data`` once, iteratively, enforcing depth, node count, string length and types."""
-    if not _within_bounds(data, limits):
+    if not within_bounds(data, limits):
         _check_bounds(data, limits)  # says what is wrong, the first problem the walk meets
 
 
 _PLAIN_LEAVES = frozenset((int, bool, type(None)))
 
 
-def _within_bounds(data: Any, limits: PlanLimits) -> bool:
+def within_bounds(data: Any, limits: PlanLimits) -> bool:
     """Whether ``data`` is plain JSON within ``limits``: what :func:`_check_bounds` checks, for
     the usual case, without the paths (a container's plain leaves are checked where they are,
     not pushed). ``False`` at anything unusual: the full walk then says what it is."""

@@ -27,8 +27,8 @@ from planrail.plan.loader import (
     load_document,
     normalize,
     read_plan_file,
+    within_bounds,
 )
-from planrail.plan.loader import _within_bounds as within_bounds
 from planrail.plan.model import ACTIONS, Plan, Step, plain_step
 from planrail.plan.validate_context import Context
 
