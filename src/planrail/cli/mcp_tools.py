@@ -7,7 +7,10 @@ listing that validation uses and every call of the run share one session per ser
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
+import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -59,6 +62,7 @@ def add_mcp_tools(
         from planrail.integrations.mcp import MCPHub, mcp_tools, servers_from
     except MissingExtraError as exc:
         raise _usage(console, exc.message) from None
+    _sdk_logs_on_one_line()
     try:
         servers = servers_from(mcp or (), mcp_config or ())
         hub = MCPHub(servers).start()
@@ -69,6 +73,46 @@ def add_mcp_tools(
     for t in tools:
         registry.add(t)
     return hub
+
+
+class _OneLine(logging.Handler):
+    """The MCP SDK's log records as one line each on stderr, without their traceback.
+
+    The SDK logs a stdio server's stray stdout line (a banner printed before the protocol)
+    with ``logger.exception``; with no handler, Python's last resort printed the whole
+    traceback for each line, where the CLI promises one line (``docs/cli.md``)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            exc = record.exc_info[1] if record.exc_info else None
+            if exc is not None:
+                text = f"{text} ({_summary(exc)})"
+            sys.stderr.write(f"warning: {record.name}: {_escaped(text)}\n")
+        except Exception:  # pragma: no cover - as logging.Handler does
+            self.handleError(record)
+
+
+def _summary(exc: BaseException) -> str:
+    errors = getattr(exc, "errors", None)  # pydantic's ValidationError: the first error
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            first = errors(include_url=False)[0]
+            return f"{first['msg']}: {str(first.get('input'))[:120]!r}"
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
+
+
+def _escaped(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _sdk_logs_on_one_line() -> None:
+    """Send the ``mcp`` loggers' warnings and errors through :class:`_OneLine` (once)."""
+    sdk = logging.getLogger("mcp")
+    if not any(isinstance(h, _OneLine) for h in sdk.handlers):
+        sdk.addHandler(_OneLine(logging.WARNING))
+    sdk.propagate = False
 
 
 def _when_the_command_ends(close: Callable[[], None]) -> None:

@@ -4,14 +4,17 @@ Run as ``python probe_server.py`` (stdio) or ``python probe_server.py --http`` (
 on 127.0.0.1, a free port, printed as ``PORT <n>`` on stdout once it listens).
 
 ``$PROBE_DIR`` is a directory for marker files (a crash happens once per label);
-``$PROBE_VARIANT`` (``a`` or ``b``) picks the schema of ``versioned``.
+``$PROBE_VARIANT`` (``a`` or ``b``) picks the schema of ``versioned``; ``$PROBE_SCHEMA`` is the
+input schema of ``shaped``; ``$PROBE_PRELUDE`` is printed on stdout before the protocol.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +95,56 @@ def upsert(label: str) -> str:
     return _crash_once(label)
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def shaped(pair: list[Any] | None = None, d: Any = None) -> str:
+    """Takes what its input schema says: ``$PROBE_SCHEMA`` (JSON) replaces it."""
+    return "fits"
+
+
+if "PROBE_SCHEMA" in os.environ:
+    server._tool_manager.get_tool("shaped").parameters = json.loads(  # type: ignore[union-attr]
+        os.environ["PROBE_SCHEMA"]
+    )
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def huge() -> int:
+    """An integer of 5,000 digits: JSON, but more than the SDK's client parser takes."""
+    return 10**4999
+
+
+_leaving = threading.Event()
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def leave() -> int:
+    """Answer (with this process's id), then exit once the answer is written: a server that
+    is gone between two calls."""
+    _leaving.set()
+    return os.getpid()
+
+
+class _Stdout:
+    """The wire (stdout), ending the process once it has flushed the answer of ``leave``."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+        if _leaving.is_set():
+            os._exit(0)
+
+
+async def _serve_stdio() -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server
+    async with stdio_server(stdout=anyio.wrap_file(_Stdout())) as (read, write):  # type: ignore[arg-type]
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+
 @server.tool(structured_output=False, annotations=ToolAnnotations(read_only_hint=True))
 def big(megabytes: float) -> str:
     """A text output of that many megabytes."""
@@ -160,7 +213,9 @@ def _serve_http() -> None:
 
 
 if __name__ == "__main__":
+    sys.stdout.write(os.environ.get("PROBE_PRELUDE", ""))  # lines before the protocol's
+    sys.stdout.flush()
     if "--http" in sys.argv:
         _serve_http()
     else:
-        server.run()
+        asyncio.run(_serve_stdio())

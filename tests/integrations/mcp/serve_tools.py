@@ -22,3 +22,9 @@ def find(name: str) -> Account:
 def create(name: str, ctx: planrail.StepContext) -> Account:
     """Create an account (changes the world; honours its key)."""
     return Account(user_id=f"usr_{ctx.idempotency_key[-6:]}", name=name)
+
+
+@planrail.tool(side_effects="unsafe", secret_params=["token"])
+def send(to: str, token: str) -> str:
+    """Send a message with a token (changes the world; the token is a secret)."""
+    return f"sent to {to}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from cli.test_demo_and_examples import (
 )
 from planrail.cli import app
 
-from .conftest import PROBE
+from .conftest import PROBE, START_BUDGET
 
 PROBE_OPT = f"probe={shlex.join([sys.executable, PROBE])}"
 
@@ -80,7 +81,8 @@ def test_validate_with_mcp_reports_a_wrong_output_field(
     ("args", "message"),
     [
         (["--mcp", "probe"], "expected NAME=COMMAND"),
-        (["--mcp", "a.b=python x.py"], "a server name is"),
+        (["--mcp", "a.b=python x.py"], "a server name starts with a letter or '_'"),
+        (["--mcp", "9a=python x.py"], "at most 64 characters"),
         (["--mcp", f"x={sys.executable} -c 'import sys; sys.exit(3)'"], "could not be started"),
     ],
 )
@@ -200,3 +202,74 @@ def test_a_server_that_never_answers_is_a_usage_error_after_its_start_timeout(
     said = " ".join(result.output.split())  # as one line, whatever the terminal's width
     assert "MCP server 'mute'" in said
     assert "no answer within 0.5 s (start_timeout)" in said
+
+
+def test_lines_a_stdio_server_prints_before_the_protocol_are_one_line_each(tmp_path: Path) -> None:
+    """A server printing a banner on stdout before the protocol: each such line is one warning
+    line on stderr (the SDK logs it with its traceback, which Python's last-resort handler
+    printed in full), and the command goes on. A subprocess: in-process, pytest's own log
+    capture would hide the traceback."""
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"steps": [{"id": "a", "tool": "probe.lookup", "args": {"name": "A"}}]}')
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("planrail")),
+            "validate",
+            str(plan),
+            "--mcp",
+            PROBE_OPT,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=START_BUDGET * 2,
+        env={**os.environ, "PROBE_DIR": str(tmp_path), "PROBE_PRELUDE": "Starting v1\nready\n"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(warnings) == 2, proc.stderr
+    assert all(w.startswith("warning: mcp.client.stdio: Failed to parse") for w in warnings)
+    assert "'Starting v1'" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ({"command": ["python", 5]}, "'command' must be a string or a list of strings"),
+        ({"command": 5}, "'command' must be a string or a list of strings"),
+        ({"command": {"a": 1}}, "'command' must be a string or a list of strings"),
+        ({"command": "python x.py", "cwd": 5}, "'cwd' must be a directory's path"),
+        ({"command": "x", "max_inflight": 0.5}, "'max_inflight' must be a positive whole"),
+        ({"command": "x", "max_output_bytes": 0.5}, "'max_output_bytes' must be a positive"),
+        ({"command": "x", "max_inflight": 0}, "'max_inflight' must be a positive whole"),
+    ],
+)
+def test_a_config_entry_of_the_wrong_type_says_which_field(
+    tmp_path: Path, entry: dict[str, Any], said: str
+) -> None:
+    """A wrong type is a usage error naming the field: a non-string command said "the command
+    is empty", a numeric cwd reached the SDK (a pydantic dump as "could not be started"), and
+    0.5 calls in flight or bytes of output became 0, which broke every call."""
+    from planrail.errors import ToolLoadError
+    from planrail.integrations.mcp import load_config
+
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"servers": {"s": entry}}))
+    with pytest.raises(ToolLoadError) as caught:
+        load_config(config)
+    assert f"server 's': {said}" in caught.value.message
+
+
+def test_a_servers_url_credentials_and_query_are_never_shown(tmp_path: Path) -> None:
+    """An HTTP server that cannot be reached is named by its URL without ``user:password@``
+    and without its query string (an API key)."""
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"steps": [{"id": "a", "tool": "raw.x"}]}')
+    url = "http://alice:SECRET@127.0.0.1:1/mcp?api_key=KEY123"
+    result = CliRunner().invoke(app, ["validate", str(plan), "--mcp", f"raw={url}"])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "MCP server 'raw' (http://127.0.0.1:1/mcp?…) could not be started" in said
+    assert "SECRET" not in said
+    assert "KEY123" not in said

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import planrail
+from planrail.errors import ToolLoadError
 from planrail.integrations.mcp import MCPHub, MCPTool, ServerConfig, apply_pins, mcp_tools, pins
 from planrail.plan.validate import validate
 from planrail.types import StepStatus
 
-from .conftest import stdio_probe
+from .conftest import START_BUDGET, stdio_probe
 
 Probe = Callable[..., ServerConfig]
 
@@ -191,6 +193,22 @@ def test_exit_mid_call_leaves_a_non_idempotent_step_in_doubt(probe_dir: Any) -> 
         assert hub.sessions_started("probe") == 2
 
 
+def test_a_server_gone_between_calls_is_restarted_and_the_next_call_made(probe_dir: Any) -> None:
+    """The server answers, then exits before the next step: the next call starts a new server
+    and is made there — not "dropped during the call" (OutcomeUnknownError, ``in_doubt`` for
+    this untrusted server's unsafe tools) though nothing was sent. Before, the dead session was
+    kept, and the SDK refused every later call on it."""
+    with MCPHub([stdio_probe(trusted=False)]) as hub:
+        tools = tools_of(hub)
+        first = run(plan({"id": "bye", "tool": "probe.leave", "args": {}}), tools)
+        assert first.status == "succeeded", first.error
+        hub.submit(hub.connection("probe").ended()).result(timeout=START_BUDGET)
+        later = run(plan(WHO), tools)
+        assert later.status == "succeeded", later.steps["who"].error
+        assert later.steps["who"].output["pid"] != first.steps["bye"].output["result"]
+        assert hub.sessions_started("probe") == 2
+
+
 def test_exit_mid_call_of_an_idempotent_tool_is_retried_on_a_restarted_server(
     probe_dir: Any,
 ) -> None:
@@ -267,7 +285,7 @@ def test_a_schema_changed_since_approval_refuses_the_step(
     error = refused.steps["v"].error
     assert error is not None
     assert error["type"] == "SchemaChangedError"
-    assert "approve the plan again" in error["message"]
+    assert "start a new run of the plan" in error["message"]  # it cannot be approved again
     assert refused.steps["v"].attempts == 1
     assert reapproved.status == "succeeded"
 
@@ -318,3 +336,98 @@ def test_a_json_rpc_error_is_classified_by_its_code(probe: Probe, code: int, att
     assert step.error is not None
     assert (step.error["type"], step.attempts) == ("MCPRequestError", attempts)
     assert f"JSON-RPC error {code}" in step.error["message"]
+
+
+BROKEN_SCHEMAS = [
+    ({"type": "object", "properties": {"x": {"type": "nonsense"}}}, "properties/x/type"),
+    ({"type": "object", "properties": {"x": {"type": "string", "pattern": "("}}}, "'regex'"),
+    ({"type": "object", "patternProperties": {"(": {}}}, "'regex'"),
+]
+
+
+@pytest.mark.parametrize(("schema", "said"), BROKEN_SCHEMAS)
+def test_an_input_schema_that_is_not_json_schema_is_refused_when_listed(
+    probe_dir: Any, monkeypatch: pytest.MonkeyPatch, schema: dict[str, Any], said: str
+) -> None:
+    """A tool whose ``inputSchema`` is not JSON Schema is an error naming the server and the
+    tool when it is listed; before, it passed validation and approval and every call failed
+    with the validator's own exception (UnknownType, re.error)."""
+    monkeypatch.setenv("PROBE_SCHEMA", json.dumps(schema))
+    with MCPHub([stdio_probe()]) as hub, pytest.raises(ToolLoadError) as caught:
+        tools_of(hub)
+    message = caught.value.message
+    assert "MCP server 'probe': tool 'shaped' has an inputSchema that is not valid" in message
+    assert said in message
+
+
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+TUPLE = {"type": "object", "properties": {"pair": {"type": "array", "items": [
+    {"type": "string"}, {"type": "integer"}]}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", [{"$schema": DRAFT_07, **TUPLE}, TUPLE])
+def test_a_draft_07_tuple_schema_checks_arguments_by_draft_07(
+    probe_dir: Any, monkeypatch: pytest.MonkeyPatch, schema: dict[str, Any]
+) -> None:
+    """Draft-07's tuple ``items: [...]`` (named by ``$schema``, or not: only draft-07 accepts
+    it) is applied as draft-07: a fitting pair is called, a wrong one is an ArgumentError.
+    Before, every call failed with an AttributeError from the 2020-12 validator."""
+    monkeypatch.setenv("PROBE_SCHEMA", json.dumps(schema))
+    with MCPHub([stdio_probe()]) as hub:
+        tools = tools_of(hub)
+        good = run(plan({"id": "s", "tool": "probe.shaped", "args": {"pair": ["a", 1]}}), tools)
+        bad = run(plan({"id": "s", "tool": "probe.shaped", "args": {"pair": [1, "a"]}}), tools)
+    assert good.steps["s"].output == {"result": "fits"}, good.steps["s"].error
+    error = bad.steps["s"].error
+    assert error is not None
+    assert error["type"] == "ArgumentError"
+    assert "do not fit its input schema: pair." in error["message"]
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        {"$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"d": {"$ref": "#/$defs/a"}}},
+        {"properties": {"d": {"$ref": "#/$defs/nowhere"}}},
+    ],
+)
+def test_a_schema_that_cannot_be_applied_fails_the_call_clearly(
+    probe_dir: Any, monkeypatch: pytest.MonkeyPatch, ref: dict[str, Any]
+) -> None:
+    """A ``$ref`` that only refers to itself, or to nothing, shows only when arguments are
+    checked: the step fails with a ToolDefinitionError naming the tool, nothing is sent —
+    not a RecursionError or the validator's _WrappedReferencingError."""
+    monkeypatch.setenv("PROBE_SCHEMA", json.dumps({"type": "object", **ref}))
+    with MCPHub([stdio_probe()]) as hub:
+        result = run(plan({"id": "s", "tool": "probe.shaped", "args": {"d": "x"}}), tools_of(hub))
+    error = result.steps["s"].error
+    assert error is not None
+    assert error["type"] == "ToolDefinitionError"
+    assert "the input schema of MCP tool 'probe.shaped' cannot be applied" in error["message"]
+
+
+def test_an_answer_the_sdk_cannot_read_fails_the_call_at_once(probe_dir: Any) -> None:
+    """A stdio reply the SDK's parser refuses (an integer of 5,000 digits) is tied to its
+    request by its ``id``: the step fails at once, saying the call was made and its result is
+    lost (not retried, though the policy would). Before, the SDK dropped the line and the step
+    waited its whole timeout, then failed as a timeout: retryable, so the tool ran again."""
+    retry = {"max_attempts": 2, "initial_delay": 0}
+    with MCPHub([stdio_probe(call_timeout=20)]) as hub:
+        result = run(plan({"id": "h", "tool": "probe.huge", "args": {}, "retry": retry}),
+                     tools_of(hub))  # fmt: skip
+    step = result.steps["h"]
+    assert step.error is not None
+    assert (step.error["type"], step.attempts) == ("MCPRequestError", 1), step.error
+    assert "a reply that cannot be read" in step.error["message"]
+
+
+def test_a_tools_entry_for_a_tool_the_server_does_not_list_is_an_error(probe_dir: Any) -> None:
+    """The config's ``tools`` entry for a tool the server does not list (a typo) is an error
+    naming the server, the name and the tools it lists; before, it was ignored, and with it
+    the operator's ``requires_approval``."""
+    server = stdio_probe(tools={"lokup": {"requires_approval": True}, "lookup": {}})
+    with MCPHub([server]) as hub, pytest.raises(ToolLoadError) as caught:
+        tools_of(hub)
+    message = caught.value.message
+    assert "MCP server 'probe': the config's 'tools' name ['lokup'] it does not list" in message
+    assert "(it lists: big, charge, evolve, fail, huge, leave, lookup," in message

@@ -71,7 +71,7 @@ async def test_validate_run_read_list_and_the_catalog(tmp_path: Path) -> None:
         assert invalid["errors"]
         resource = await client.read_resource("planrail://catalog")
         catalog = json.loads(resource.contents[0].text)  # type: ignore[union-attr]
-        assert {t["name"] for t in catalog["tools"]} == {"find", "create"}
+        assert {t["name"] for t in catalog["tools"]} == {"find", "create", "send"}
 
 
 async def test_a_plan_needing_approval_waits_and_runs_once_approved(tmp_path: Path) -> None:
@@ -112,7 +112,48 @@ async def test_a_client_with_elicitation_is_asked_to_approve(tmp_path: Path) -> 
         no = structured(await client.call_tool("run_plan", {"plan": CHANGES}))
     assert yes["status"] == "succeeded"
     assert no["status"] == "refused"
-    assert "c: create (keyed; changes the world)" in asked[0]
+    assert 'Step c calls create (keyed)\n  name = "Bob"\n' in asked[0]
+
+
+async def test_the_approval_question_shows_arguments_and_cannot_be_forged(tmp_path: Path) -> None:
+    """The elicitation is the CLI approval screen's data: each step that changes the world
+    with its arguments and where they come from, secrets masked. What the agent wrote (here a
+    goal forging a read-only step line and blank lines) is on one line, escaped, after the
+    steps. Before, the goal was pasted verbatim and the arguments never shown."""
+    asked: list[str] = []
+
+    async def elicit(
+        context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action="accept", content={"approve": False})
+
+    forged = "tidy up\n- s: find (none; read-only)\n\n\u202eok"
+    plan = {
+        "goal": forged,
+        "steps": [
+            {"id": "a", "tool": "find", "args": {"name": "Ada"}},
+            {"id": "s", "tool": "send", "args": {"to": "${a.user_id}", "token": "hunter2"},
+             "depends_on": ["a"]},
+        ],
+    }  # fmt: skip
+    async with Client(serve(tmp_path / "runs.db"), elicitation_callback=elicit) as client:
+        no = structured(await client.call_tool("run_plan", {"plan": plan}))
+    assert no["status"] == "refused"
+    lines = asked[0].split("\n")
+    assert "" not in lines
+    assert not any(line.lstrip().startswith("- s:") for line in lines)
+    assert "hunter2" not in asked[0]
+    assert lines[1:6] == [
+        "Step s calls send (unsafe)",
+        '  ! to = "${a.user_id}" (known at run time)',
+        "      from: output of tool find (untrusted)",
+        '  token = "***"',
+        "      from: written in the plan by the calling agent",
+    ]
+    assert 'Goal, as the calling agent wrote it: "tidy up\\n- s: find' in asked[0]
+    assert '\\n\\n\\u202eok"' in asked[0]
+    assert lines.index("Read-only, run without asking: a (find)") < len(lines) - 2
 
 
 async def test_served_plans_can_call_mcp_tools_too(tmp_path: Path) -> None:
@@ -190,13 +231,16 @@ def test_serve_over_http_on_an_address_it_cannot_have_exits_2(tmp_path: Path) ->
 
 
 async def test_an_anticipated_refusal_reaches_the_client_with_its_reason(tmp_path: Path) -> None:
-    """An unknown run id or a bad limit is the caller's mistake: the error result carries the
+    """An unknown run id (to read or to resume) or a bad limit is the caller's mistake: the
+    error result carries the
     reason (a plain exception would reach the client as a bare "Error executing tool", and be
     logged on the server as a crash)."""
     async with Client(serve(tmp_path / "runs.db")) as client:
-        unknown = await client.call_tool("get_run", {"run_id": "nope"})
-        assert unknown.is_error
-        assert "no run 'nope' in this store" in unknown.content[0].text  # type: ignore[union-attr]
+        for tool in ("get_run", "resume_run"):  # resume_run answered status "unknown", no error
+            unknown = await client.call_tool(tool, {"run_id": "nope"})
+            assert unknown.is_error, tool
+            said = unknown.content[0].text  # type: ignore[union-attr]
+            assert "no run 'nope' in this store" in said
         bad = await client.call_tool("list_runs", {"limit": -1})
         assert bad.is_error
         assert "limit must be >= 0" in bad.content[0].text  # type: ignore[union-attr]

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from planrail.errors import ToolLoadError
 from planrail.plan.loader import PlanLimits, load_document, read_plan_file
@@ -101,7 +102,16 @@ class ServerConfig:
         return "http" if self.url is not None else "stdio"
 
     def describe(self) -> str:
-        return self.url if self.url is not None else shlex.join(self.command)
+        """How errors name the server: its command line, or its URL without credentials or
+        query string (``user:password@`` and ``?api_key=…`` are shown, and stored, nowhere)."""
+        return _safe_url(self.url) if self.url is not None else shlex.join(self.command)
+
+
+def _safe_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    query = "?…" if parts.query else ""
+    return urlunsplit((parts.scheme, host, parts.path, "", "")) + query
 
 
 def parse_option(value: str) -> ServerConfig:
@@ -109,8 +119,14 @@ def parse_option(value: str) -> ServerConfig:
     name, sep, target = value.partition("=")
     name, target = name.strip(), target.strip()
     if not sep or not target:
-        raise ToolLoadError(f"--mcp {value}: expected NAME=COMMAND or NAME=http://…")
+        raise ToolLoadError(f"--mcp {_masked(value)}: expected NAME=COMMAND or NAME=http://…")
     return _server(name, {"url": target} if _is_url(target) else {"command": target}, "--mcp")
+
+
+def _masked(value: str) -> str:
+    """An ``--mcp`` value as errors show it: a URL in it without credentials or query."""
+    name, sep, target = value.partition("=")
+    return f"{name}{sep}{_safe_url(target.strip())}" if _is_url(target.strip()) else value
 
 
 def load_config(path: str | Path) -> list[ServerConfig]:
@@ -152,7 +168,8 @@ def _server(name: str, entry: Any, where: str) -> ServerConfig:
     where = f"{where}: server {name!r}"
     if not _NAME.match(name):
         raise ToolLoadError(
-            f"{where}: a server name is letters, digits, '_' or '-' (its tools are NAME.TOOL)"
+            f"{where}: a server name starts with a letter or '_', then letters, digits, '_' or"
+            " '-', at most 64 characters (its tools are NAME.TOOL)"
         )
     if not isinstance(entry, dict):
         raise ToolLoadError(f"{where}: expected an object")
@@ -172,6 +189,8 @@ def _server(name: str, entry: Any, where: str) -> ServerConfig:
                 raise ToolLoadError(f"{where}: cannot split the command: {exc}") from None
         elif isinstance(command, list) and all(isinstance(a, str) for a in command):
             argv = list(command)
+        else:
+            raise ToolLoadError(f"{where}: 'command' must be a string or a list of strings")
         argv += _strings(entry.get("args", []), where, "args")
         if not argv:
             raise ToolLoadError(f"{where}: the command is empty")
@@ -187,6 +206,9 @@ def _server(name: str, entry: Any, where: str) -> ServerConfig:
         raise ToolLoadError(
             f"{where}: 'tools' maps tool names to {{{', '.join(sorted(_TOOL_KEYS))}}}"
         )
+    cwd = entry.get("cwd")
+    if cwd is not None and (not isinstance(cwd, str) or not cwd):
+        raise ToolLoadError(f"{where}: 'cwd' must be a directory's path (a string)")
     trusted = entry.get("trusted", False)
     if not isinstance(trusted, bool):
         raise ToolLoadError(f"{where}: 'trusted' is true or false")
@@ -196,13 +218,13 @@ def _server(name: str, entry: Any, where: str) -> ServerConfig:
         url=url,
         env=_mapping(entry.get("env", {}), where, "env"),
         headers=_mapping(entry.get("headers", {}), where, "headers"),
-        cwd=entry.get("cwd"),
+        cwd=cwd,
         trusted=trusted,
         call_timeout=_positive(entry, "call_timeout", 300.0, where),
         start_timeout=_positive(entry, "start_timeout", 30.0, where),
-        max_output_bytes=int(_positive(entry, "max_output_bytes", 1024 * 1024, where)),
+        max_output_bytes=_positive_int(entry, "max_output_bytes", 1024 * 1024, where),
         on_large_output=on_large,
-        max_inflight=int(_positive(entry, "max_inflight", 16, where)),
+        max_inflight=_positive_int(entry, "max_inflight", 16, where),
         tools=tools,
     )
 
@@ -233,3 +255,14 @@ def _positive(entry: dict[str, Any], key: str, default: float, where: str) -> fl
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise ToolLoadError(f"{where}: '{key}' must be a positive number, got {value!r}")
     return float(value)
+
+
+def _positive_int(entry: dict[str, Any], key: str, default: int, where: str) -> int:
+    """A count (bytes, calls): a whole number above 0 — ``0.5`` would have become 0 and made
+    every call fail."""
+    value = entry.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ToolLoadError(f"{where}: '{key}' must be a positive whole number, got {value!r}")
+    return value

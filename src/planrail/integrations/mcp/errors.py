@@ -5,7 +5,7 @@
     PlanrailError
     ├── MCPToolError           the tool answered ``isError``: a step failure (``retry_on`` it)
     ├── MCPRequestError        a JSON-RPC error (``.code``); retryable only for a request timeout
-    ├── SchemaChangedError     the tool's schema is not the one approved: re-approve
+    ├── SchemaChangedError     the tool's schema is not the one approved: start a new run
     ├── ExecutionError
     │   └── CallCrashedError
     │       └── OutcomeUnknownError   the connection dropped mid-call: retryable if the tool
@@ -49,7 +49,8 @@ class MCPRequestError(PlanrailError):
 
 class SchemaChangedError(PlanrailError):
     """The server now describes the tool differently from the schema the plan was approved
-    with; the call is refused (nothing was sent) until the plan is approved again."""
+    with; the call is refused (nothing was sent). The run's approval stays bound to the old
+    schema: a new run of the plan is approved against the new one."""
 
     code = "mcp_schema_changed"
 

@@ -6,9 +6,11 @@ run — whichever loop (or none) the caller runs. A call from another loop is a 
 hub's loop; cancelling it cancels the request (the SDK tells the server with
 ``notifications/cancelled``).
 
-A session that dies (the stdio server crashed, the HTTP server went away) is closed; the next
-call starts a new one and lists the tools again, so a crashed server is restarted for the next
-call and never hangs the run: calls in flight on the dead session fail at once.
+A session that dies (the stdio server crashed or exited, the HTTP server went away) is closed
+as soon as its transport ends, even between calls; the next call starts a new one and lists the
+tools again, so a crashed server is restarted for the next call and never hangs the run: calls
+in flight on the dead session fail at once (their outcome unknown), and a call the dead session
+refused before sending it is made on a new one (``watch.py`` tells the two apart).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from planrail.integrations.mcp.errors import (
     MCPUnavailableError,
     SchemaChangedError,
 )
+from planrail.integrations.mcp.watch import UNREADABLE, record_calls, watched
 
 __all__ = ["Dropped", "MCPHub", "schema_hash"]
 
@@ -53,10 +56,16 @@ _TRANSPORT_ERRORS = (
     anyio.ClosedResourceError,
 )
 _RETRYABLE_CODES = frozenset({mcp_types.REQUEST_TIMEOUT})
+_NEW_RUN = (
+    "this run's approval cannot cover it; start a new run of the plan (approved against the"
+    " tool as the server now describes it)"
+)
+"""The remedy of a :class:`SchemaChangedError`: a run's approval is bound to the schemas it
+recorded, and such a run is never asked again."""
 
 
 class Dropped(Exception):
-    """Internal: the session died while this call was in flight (its outcome is unknown)."""
+    """Internal: the session died after this call's request was sent (its outcome is unknown)."""
 
 
 def schema_hash(tool: mcp_types.Tool) -> str:
@@ -78,12 +87,15 @@ class _Session:
     client: Client
     tools: dict[str, mcp_types.Tool]
     stop: asyncio.Event = field(default_factory=asyncio.Event)
-    dead: bool = False
+    """Set when the session is closed, or its transport ended (the server exited)."""
     stale: bool = False
     """The server said its tools changed (``list_changed``): list them again before a call."""
 
+    @property
+    def dead(self) -> bool:
+        return self.stop.is_set()
+
     def close(self) -> None:
-        self.dead = True
         self.stop.set()
 
 
@@ -118,7 +130,7 @@ class _Connection:
                 await asyncio.gather(keeper, return_exceptions=True)
                 why = f"no answer within {self.config.start_timeout:g} s (start_timeout)"
             else:
-                why = _describe(exc)
+                why = self._unsecret(_describe(exc))
             raise MCPUnavailableError(
                 f"MCP server {self.config.name!r} ({self.config.describe()}) could not be"
                 f" started or reached: {why}"
@@ -126,17 +138,24 @@ class _Connection:
         self.sessions_started += 1
         return session
 
+    def _unsecret(self, text: str) -> str:
+        """``text`` with the server's URL as :meth:`ServerConfig.describe` shows it (an HTTP
+        error may quote the URL, its credentials and query string with it)."""
+        url = self.config.url
+        return text if url is None else text.replace(url, self.config.describe())
+
     async def _keep(self, ready: asyncio.Future[_Session]) -> None:
         """Hold the session open (the SDK's contexts must be left in the task that entered
         them) until it is closed or dies."""
         session: _Session | None = None
+        stop = asyncio.Event()  # set by the transport's end too: a server gone between calls
         try:
             async with contextlib.AsyncExitStack() as stack:
-                transport = await self._transport(stack)
+                transport = watched(await self._transport(stack), ended=stop.set)
                 client = await stack.enter_async_context(
                     Client(transport, cache=None, raise_exceptions=False)
                 )
-                session = _Session(client, await _list_tools(client))
+                session = _Session(client, await _list_tools(client), stop)
                 ready.set_result(session)
                 watcher = asyncio.create_task(_watch_tools(session))
                 try:
@@ -154,8 +173,7 @@ class _Connection:
             if session is not None:
                 log.debug("MCP server %r: session ended: %s", self.config.name, _describe(exc))
         finally:
-            if session is not None:
-                session.dead = True
+            stop.set()
 
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         cfg = self.config
@@ -179,6 +197,11 @@ class _Connection:
         )
         return stdio_client(params, errlog=self.errlog)
 
+    async def ended(self) -> None:
+        """Until the current session (if any) has ended: closed, or its server gone."""
+        if self._session is not None:
+            await self._session.stop.wait()
+
     async def listing(self) -> dict[str, mcp_types.Tool]:
         return (await self.session()).tools
 
@@ -186,29 +209,47 @@ class _Connection:
         self, tool: str, args: dict[str, Any], meta: dict[str, Any], pin: str | None
     ) -> mcp_types.CallToolResult:
         async with self._inflight:
-            session = await self.session()
-            if session.stale:
-                session.stale = False
-                session.tools = await self._relist(session)
-            if pin is not None:
-                _check_pin(f"{self.config.name}.{tool}", session.tools.get(tool), pin)
-            try:
-                return await session.client.call_tool(
-                    tool, args, meta=cast(mcp_types.RequestParamsMeta, meta)
-                )
-            except MCPError as exc:
-                if exc.code == mcp_types.CONNECTION_CLOSED:
-                    session.close()
-                    raise Dropped(exc.message) from exc
-                raise MCPRequestError(
-                    f"MCP server {self.config.name!r} refused the call of {tool!r}:"
-                    f" {exc.message} (JSON-RPC error {exc.code})",
-                    rpc_code=exc.code,
-                    retryable=exc.code in _RETRYABLE_CODES,
-                ) from exc
-            except _TRANSPORT_ERRORS as exc:
+            for _ in range(2):  # a session found dead before the request was sent: once more
+                session = await self.session()
+                if session.stale:
+                    session.stale = False
+                    session.tools = await self._relist(session)
+                if pin is not None:
+                    _check_pin(f"{self.config.name}.{tool}", session.tools.get(tool), pin)
+                with record_calls() as sent:
+                    try:
+                        return await session.client.call_tool(
+                            tool, args, meta=cast(mcp_types.RequestParamsMeta, meta)
+                        )
+                    except MCPError as exc:
+                        if exc.code != mcp_types.CONNECTION_CLOSED:
+                            raise self._refused(tool, exc) from exc
+                        cause: Exception = exc
+                    except _TRANSPORT_ERRORS as exc:
+                        cause = exc
                 session.close()
-                raise Dropped(_describe(exc)) from exc
+                why = cause.message if isinstance(cause, MCPError) else _describe(cause)
+                if sent:  # written, then the connection closed: it may have happened
+                    raise Dropped(why) from cause
+            raise MCPUnavailableError(
+                f"MCP server {self.config.name!r} closed the connection before the call of"
+                f" {tool!r} was sent (twice; nothing was sent): {why}"
+            ) from cause
+
+    def _refused(self, tool: str, exc: MCPError) -> MCPRequestError:
+        """A JSON-RPC error answer (or the stand-in for an unreadable one) as a step error."""
+        if exc.data == UNREADABLE:  # it answered: the call was made
+            return MCPRequestError(
+                f"MCP server {self.config.name!r} answered the call of {tool!r} with a reply"
+                f" that cannot be read ({exc.message}); the call was made, its result is lost",
+                rpc_code=exc.code,
+            )
+        return MCPRequestError(
+            f"MCP server {self.config.name!r} refused the call of {tool!r}:"
+            f" {exc.message} (JSON-RPC error {exc.code})",
+            rpc_code=exc.code,
+            retryable=exc.code in _RETRYABLE_CODES,
+        )
 
     async def _relist(self, session: _Session) -> dict[str, mcp_types.Tool]:
         try:
@@ -239,14 +280,12 @@ async def _watch_tools(session: _Session) -> None:
 
 def _check_pin(name: str, listed: mcp_types.Tool | None, pin: str) -> None:
     if listed is None:
-        raise SchemaChangedError(
-            f"MCP tool '{name}' is no longer listed by its server: approve the plan again"
-        )
+        raise SchemaChangedError(f"MCP tool '{name}' is no longer listed by its server: {_NEW_RUN}")
     now = schema_hash(listed)
     if now != pin:
         raise SchemaChangedError(
             f"MCP tool '{name}' changed since the plan was approved (schema {now[:19]}…,"
-            f" approved {pin[:19]}…): approve the plan again"
+            f" approved {pin[:19]}…): {_NEW_RUN}"
         )
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from planrail.agent.approval import side_effecting_steps as needs_approval
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import approval_record, defer, refuse_all
+from planrail.integrations.mcp.question import question
 from planrail.integrations.mcp.tools import bind_approval
-from planrail.plan.effects import effects_of
 from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
@@ -41,14 +41,9 @@ class Outcome:
 
 
 def summary(plan: Plan, registry: ToolRegistry, steps: list[str]) -> str:
-    """What the person approving ``plan`` reads: each step, its effect class, whether it asks."""
-    effects = effects_of(plan.steps, registry)
-    lines = [f"planrail: approve this plan? Goal: {plan.goal or '(none)'}"]
-    for step in plan.steps:
-        mark = "changes the world" if step.id in steps else "read-only"
-        effect = effects[step.id].side_effects
-        lines.append(f"- {step.id}: {step.tool or step.action} ({effect}; {mark})")
-    return "\n".join(lines)
+    """What the person approving ``plan`` reads: the approval screen's data as text, every
+    text the agent wrote escaped onto one line (:mod:`~planrail.integrations.mcp.question`)."""
+    return question(plan, registry, steps)
 
 
 async def start(

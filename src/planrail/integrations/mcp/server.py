@@ -120,6 +120,8 @@ class Service:
             return _out(await runs.start(report.plan, self.registry, self.store, run_id, ask))
 
     async def resume_run(self, run_id: str) -> RunOut:
+        if self.store.get_run(run_id) is None:  # anticipated, as for get_run
+            raise ToolError(f"no run '{run_id}' in this store")
         with _told_to_the_caller(PlanrailError):  # another runner holds it, another plan
             return _out(await runs.resume(run_id, self.registry, self.store))
 

@@ -1,10 +1,12 @@
 """MCP tools as planrail tools: ``NAME.TOOL``, their specs, and one call as one attempt.
 
 - ``inputSchema`` becomes the spec's input schema (arguments are checked at validation time,
-  and again against the resolved values before each call); ``outputSchema`` its output
-  schema, so references into the output are type-checked before approval. The step's output
-  is the call's structured content; a tool without structured content gives its text (the
-  text blocks joined), or, when it returns other kinds of content, the content blocks as JSON.
+  and again against the resolved values before each call, with the draft its ``$schema``
+  names; a schema that is not JSON Schema fails the listing: ``schemas.py``); ``outputSchema``
+  its output schema, so references into the output are type-checked before approval. The
+  step's output is the call's structured content; a tool without structured content gives its
+  text (the text blocks joined), or, when it returns other kinds of content, the content
+  blocks as JSON.
 - The effect class comes from the annotations (``readOnlyHint`` → ``none``,
   ``idempotentHint`` → ``idempotent``, else ``unsafe``; a ``planrail/side_effects`` entry in
   the tool's ``_meta`` wins) only for a *trusted* server; every tool of an untrusted server is
@@ -18,12 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
 import mcp_types
 import pydantic_core
 
 from planrail.engine.gate import bind_schemas
-from planrail.errors import ArgumentError, OutputError
+from planrail.errors import ArgumentError, OutputError, ToolLoadError
 from planrail.integrations.mcp.config import ServerConfig
 from planrail.integrations.mcp.errors import (
     MCPToolError,
@@ -31,6 +32,7 @@ from planrail.integrations.mcp.errors import (
     OutputTooLargeError,
 )
 from planrail.integrations.mcp.hub import Dropped, MCPHub, schema_hash
+from planrail.integrations.mcp.schemas import argument_problem, checked_validator
 from planrail.plan.catalog import parse_catalog
 from planrail.plan.effects import tool_effect
 from planrail.plan.model import Plan
@@ -88,7 +90,9 @@ class MCPTool:
         self.name = self.spec.name
         self.schema_hash = schema_hash(remote)
         self.pin: str | None = self.schema_hash
-        self._validator = jsonschema.Draft202012Validator(remote.input_schema)
+        self._validator = checked_validator(
+            server.name, remote.name, "inputSchema", remote.input_schema
+        )
 
     def __repr__(self) -> str:
         return f"<planrail MCPTool {self.name!r}>"
@@ -96,12 +100,10 @@ class MCPTool:
     async def invoke(self, args: Mapping[str, Any], ctx: StepContext) -> Any:
         """One ``tools/call`` (see :class:`~planrail.plan.tools.ToolProtocol`)."""
         arguments = dict(args)
-        problem = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
+        problem = argument_problem(self.name, self._validator, arguments)
         if problem is not None:
-            where = ".".join(str(p) for p in problem.absolute_path) or "(arguments)"
             raise ArgumentError(
-                f"arguments for MCP tool '{self.name}' do not fit its input schema:"
-                f" {where}: {problem.message}"
+                f"arguments for MCP tool '{self.name}' do not fit its input schema: {problem}"
             )
         meta = {
             META_KEY: ctx.idempotency_key,
@@ -172,11 +174,25 @@ def _text(content: list[mcp_types.ContentBlock]) -> str:
 async def mcp_tools(hub: MCPHub) -> list[MCPTool]:
     """Every tool of every server of ``hub``, as planrail tools."""
     listings = await hub.alisting()
+    for server, tools in listings.items():
+        _check_entries(hub.servers[server], tools)
     return [
         MCPTool(hub, hub.servers[server], remote)
         for server, tools in listings.items()
         for remote in tools.values()
     ]
+
+
+def _check_entries(server: ServerConfig, listed: Mapping[str, mcp_types.Tool]) -> None:
+    """The config's ``tools`` entries name tools the server lists: an entry for a tool it does
+    not list (a typo) would drop the operator's word (``requires_approval``) without a sign."""
+    unknown = sorted(set(server.tools) - set(listed))
+    if unknown:
+        names = ", ".join(sorted(listed)) or "none"
+        raise ToolLoadError(
+            f"MCP server {server.name!r}: the config's 'tools' name {unknown} it does not list"
+            f" (it lists: {names})"
+        )
 
 
 def pins(tools: list[MCPTool], names: set[str] | None = None) -> dict[str, str]:
