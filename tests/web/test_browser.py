@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -246,6 +247,23 @@ def test_the_page_says_disconnected_when_the_stream_drops(served: Served, page: 
     served.server.stop()
     page.wait_for_selector("#banner:not([hidden])")
     assert page.inner_text("#conn") == "disconnected"
+
+
+def test_the_page_stops_following_a_run_that_leaves_the_store(served: Served, page: Any) -> None:
+    """A run removed from the store while its page is open: the stream says ``gone`` and the
+    page stops following it (no reconnect every second to be told so again) and says why."""
+    _stored_run(served, "leaving")
+    page.goto(served.url("/runs/leaving"))
+    page.wait_for_selector("#conn.ok")
+    db = sqlite3.connect(served.tmp / "store.db")
+    with db:
+        db.execute("PRAGMA foreign_keys = ON")
+        db.execute("DELETE FROM runs WHERE run_id = ?", ("leaving",))
+    db.close()
+    page.wait_for_selector("body[data-run-status=gone]")
+    assert page.inner_text("#conn") == "gone"
+    assert "no longer in the store" in page.inner_text("#banner")
+    assert page.is_visible("#banner")
 
 
 def test_the_step_drawer_shows_the_opentelemetry_trace_and_span_ids(

@@ -205,6 +205,16 @@
       setRunStatus(JSON.parse(e.data).status);
       timelineSoon();
     });
+    // The run is no longer in the store: reconnecting would only be told so again each second.
+    source.addEventListener("gone", () => {
+      source.close();
+      source.onerror = null;
+      banner.textContent = "this run is no longer in the store";
+      banner.hidden = false;
+      conn.textContent = "gone";
+      conn.className = "conn down";
+      document.body.dataset.runStatus = "gone";
+    });
 
     // zoom and find: big plans stay usable
     function applyZoom() {
