@@ -110,3 +110,27 @@ def test_given_values_and_assignments_are_kept_as_given() -> None:
     assert fresh.attempt_history == []
     assert fresh.attempt_history is fresh.attempt_history
     assert fresh.attempt_history is not StepResult("c").attempt_history
+
+
+@planrail.tool(side_effects="none")
+async def refuse(n: int) -> int:
+    raise ValueError(f"no {n}")
+
+
+async def test_why_a_run_did_not_succeed_is_its_error_else_its_first_failed_step() -> None:
+    """``RunResult.why``: None for a success; the first failed step's message (in plan order) for
+    a run that failed at a step; the run's own error when it has one (a cancel)."""
+    ok = await planrail.arun(_plan(), tools=[double])
+    assert ok.why is None
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "double", "args": {"n": 1}},
+            {"id": "b", "tool": "refuse", "args": {"n": "${a}"}, "depends_on": ["a"]},
+            {"id": "c", "tool": "double", "args": {"n": "${b}"}, "depends_on": ["b"]},
+        ]
+    }
+    failed = await planrail.arun(plan, tools=[double, refuse])
+    assert failed.status == "failed"
+    assert failed.why == "step 'b' failed: no 2"
+    failed.error = "cancelled by someone"
+    assert failed.why == "cancelled by someone"

@@ -144,6 +144,17 @@ class RunResult:
     def succeeded(self) -> bool:
         return self.status == "succeeded"
 
+    @property
+    def why(self) -> str | None:
+        """Why the run did not succeed, in one line: its own error (a cancel, the store, a
+        stage not confirmed, its output), else its first failed step's; None if neither."""
+        if self.error:
+            return self.error
+        for sid, r in self.steps.items():
+            if r.status == StepStatus.FAILED:
+                return f"step '{sid}' failed: {(r.error or {}).get('message') or r.reason}"
+        return None
+
     def __repr__(self) -> str:  # short: results of big plans end up in task reprs
         return f"<RunResult {self.run_id} {self.status} steps={len(self.steps)}>"
 

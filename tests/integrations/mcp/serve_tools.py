@@ -14,7 +14,9 @@ class Account(BaseModel):
 
 @planrail.tool(side_effects="none")
 def find(name: str) -> Account:
-    """Look an account up (read-only)."""
+    """Look an account up (read-only); there is no account named Nobody."""
+    if name == "Nobody":
+        raise LookupError("no account named Nobody")
     return Account(user_id=f"usr_{name.lower()}", name=name)
 
 

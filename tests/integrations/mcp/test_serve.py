@@ -66,6 +66,11 @@ async def test_validate_run_read_list_and_the_catalog(tmp_path: Path) -> None:
             ("a", "succeeded"), ("b", "succeeded")]  # fmt: skip
         listed = structured(await client.call_tool("list_runs", {}))["result"]
         assert [r["run_id"] for r in listed] == [ran["run_id"]]
+        nobody = {"steps": [{"id": "a", "tool": "find", "args": {"name": "Nobody"}}]}
+        failed = structured(await client.call_tool("run_plan", {"plan": nobody}))
+        assert failed["status"] == "failed"  # and says why, not only that it failed
+        assert "step 'a' failed" in failed["error"]
+        assert "no account named Nobody" in failed["error"]
         invalid = structured(await client.call_tool("run_plan", {"plan": bad}))
         assert invalid["status"] == "invalid"
         assert invalid["errors"]

@@ -83,4 +83,4 @@ async def resume(run_id: str, registry: ToolRegistry, store: Store) -> Outcome:
 
 def _outcome(result: Any, *, refused: bool = False) -> Outcome:
     status = "refused" if refused and result.status == "awaiting_approval" else result.status
-    return Outcome(result.run_id, status, result.error, result.output)
+    return Outcome(result.run_id, status, result.why, result.output)

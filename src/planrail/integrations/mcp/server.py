@@ -58,7 +58,10 @@ class RunOut(BaseModel):
     run_id: str | None
     status: str
     """``succeeded``, ``failed``, ``cancelled``, ``awaiting_approval``, ``refused``, ``invalid``."""
-    error: str | None = None
+    error: str | None = Field(
+        default=None,
+        description="Why the run did not succeed: its own error, else its first failed step's.",
+    )
     output: Any = None
     next: str | None = Field(default=None, description="What to do next, when there is something.")
     errors: list[IssueOut] = Field(default_factory=list, description="Why an invalid plan is.")
