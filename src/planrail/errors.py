@@ -265,8 +265,9 @@ class StoreCorruptError(StoreError):
 
 
 class StoreNotFoundError(StoreError):
-    """``open_store(url, create=False)`` names a SQLite file that does not exist, or a SQLite
-    database that holds no planrail store: nothing was created or changed (a mistyped
+    """``open_store(url, create=False)`` names a SQLite file that does not exist, a SQLite
+    database that holds no planrail store, or a PostgreSQL schema without planrail's tables:
+    nothing was created or changed (a mistyped
     ``--store`` path is said, not answered with a new empty store or with planrail's tables
     written into another program's database)."""
 

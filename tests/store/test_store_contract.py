@@ -47,15 +47,15 @@ def test_get_run_of_unknown_id_is_none(store: Store) -> None:
 
 
 def test_a_key_that_is_not_unicode_text_finds_nothing(store: Store, make_run: MakeRun) -> None:
-    """A run id holding a lone surrogate (undecodable command-line bytes) names nothing: no
-    such run can have been written, and no driver is asked to encode it."""
+    """A run id holding a lone surrogate (undecodable command-line bytes) or NUL names
+    nothing: no such run can have been written, and no driver is asked to encode it."""
     store.create_run(make_run())
-    odd = "run-1\udcff"
-    assert store.get_run(odd) is None
-    assert store.get_steps(odd) == {}
-    assert store.events(odd) == []
-    assert store.intents(odd) == []
-    assert store.get_lease(odd) is None
+    for odd in ("run-1\udcff", "run-1\x00"):
+        assert store.get_run(odd) is None
+        assert store.get_steps(odd) == {}
+        assert store.events(odd) == []
+        assert store.intents(odd) == []
+        assert store.get_lease(odd) is None
     assert store.get_run("run-1") is not None
 
 

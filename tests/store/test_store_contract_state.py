@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planrail.errors import StoreError
 from planrail.store import (
     Event,
     IdempotencyConflictError,
@@ -203,3 +204,105 @@ def test_any_json_value_round_trips_through_every_json_field(
     assert step.args == value
     assert step.output == value
     assert store.events(run_id)[0].data == {"v": value}
+
+
+def test_a_lone_surrogate_in_any_json_field_round_trips_exactly(
+    store: Store, make_run: MakeRun, make_step: MakeStep
+) -> None:
+    """A lone surrogate in a JSON string — an error message quoting a file name decoded with
+    ``surrogateescape`` — is stored (as its JSON escape) and read back as the same string on
+    every backend, keys included; no driver error, no step left ``running``."""
+    odd: dict[str, Any] = {"message": "cannot read caf\udce9.txt", "k\ud800": ["\udfff", "ok"]}
+    error = {"type": "OSError", "message": "caf\udce9", "retryable": False}
+    store.commit(
+        run=make_run(output=odd, error=error, metadata=odd),
+        steps=[make_step(status="failed", args=odd, output=odd, error=error)],
+        events=[Event(run_id="run-1", type="step_failed", at=1.0, data=odd)],
+    )
+    run = store.get_run("run-1")
+    step = store.get_steps("run-1")["account"]
+    assert run is not None
+    assert (run.output, run.error, run.metadata) == (odd, error, odd)
+    assert (step.args, step.output, step.error) == (odd, odd, error)
+    assert store.events("run-1")[0].data == odd
+
+
+def test_a_surrogate_pair_spelled_as_two_characters_is_refused_alike(
+    store: Store, make_run: MakeRun, make_step: MakeStep
+) -> None:
+    """A high surrogate followed by a low one (two code points, not the character they encode)
+    cannot come back apart from that character through JSON: every backend refuses it, naming
+    the field, before anything is written."""
+    store.create_run(make_run())
+    with pytest.raises(StoreError, match=r"the output of step 'account'.*side by side"):
+        store.commit(steps=[make_step(output={"v": "\ud83d\ude00"})])
+    assert store.get_steps("run-1") == {}
+    store.commit(steps=[make_step(output={"v": "\U0001f600"})])  # the character itself is fine
+    assert store.get_steps("run-1")["account"].output == {"v": "\U0001f600"}
+
+
+UNSTORABLE = {"nul": "a\x00b", "surrogate": "caf\udce9"}
+
+
+@pytest.mark.parametrize("char", list(UNSTORABLE))
+@pytest.mark.parametrize(
+    ("field", "named"),
+    [
+        ("run_id", "the id of run"),
+        ("plan_hash", "the plan hash of run"),
+        ("step_id", "the id of step"),
+        ("idempotency_key", "the idempotency key of step"),
+        ("args_hash", "the args hash of step"),
+        ("reason", "the reason of step"),
+        ("event_type", "the type of event"),
+        ("event_step_id", "the step id of event"),
+        ("intent_key", "key of the intent"),
+        ("intent_hash", "the args hash of the intent"),
+    ],
+)
+def test_text_fields_holding_nul_or_a_lone_surrogate_are_refused_alike(
+    store: Store, make_run: MakeRun, make_step: MakeStep, field: str, named: str, char: str
+) -> None:
+    """A text column (an id, a key, a hash, a reason) cannot hold NUL on PostgreSQL nor a lone
+    surrogate on any UTF-8 store: every backend refuses both with the same ``StoreError``
+    naming the field, before anything of the commit is written (SQLite used to keep NUL and
+    PostgreSQL to refuse it; a surrogate was a raw ``UnicodeEncodeError``)."""
+    bad = UNSTORABLE[char]
+    store.create_run(make_run())
+    run = make_run(status="failed")
+    steps = [make_step()]
+    events: list[Event] = []
+    intents: list[Intent] = []
+    if field == "run_id":
+        run = make_run(bad)
+    elif field == "plan_hash":
+        run = make_run(plan_hash=bad, status="failed")
+    elif field in ("step_id", "idempotency_key", "args_hash", "reason"):
+        steps = [make_step(bad) if field == "step_id" else make_step(**{field: bad})]
+    elif field.startswith("event"):
+        kind, step_id = (bad, None) if field == "event_type" else ("step_started", bad)
+        events = [Event(run_id="run-1", type=kind, at=1.0, step_id=step_id)]
+    else:
+        intents = [intent(bad) if field == "intent_key" else intent(args_hash=bad)]
+    with pytest.raises(StoreError, match=named) as caught:
+        store.commit(run=run, steps=steps, events=events, intents=intents)
+    assert caught.value.code == "store_error"
+    assert "cannot hold" in str(caught.value)
+    assert store.list_runs() == [make_run()]
+    assert store.get_steps("run-1") == {}
+    assert store.events("run-1") == []
+    assert store.intents("run-1") == []
+
+
+@pytest.mark.parametrize("char", list(UNSTORABLE))
+def test_a_lease_no_text_column_can_hold_is_refused_and_never_held(store: Store, char: str) -> None:
+    """A lease's run id or owner holding NUL or a lone surrogate is refused alike by every
+    backend; renewing or releasing one is a no-op (no such lease can be held)."""
+    bad = UNSTORABLE[char]
+    for run_id, owner in ((bad, "me"), ("run-1", bad)):
+        with pytest.raises(StoreError, match="of a lease"):
+            store.acquire_lease(run_id, owner, ttl=10, now=0)
+        assert store.get_lease(run_id) is None
+        assert store.renew_lease(run_id, owner, ttl=10, now=1) is False
+        store.release_lease(run_id, owner)
+    assert store.get_lease("run-1") is None

@@ -157,6 +157,36 @@ def test_postgres_urls_open_a_postgres_store(pg_url: str, scheme: str) -> None:
         assert isinstance(store, PostgresStore)
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["postgres:/alice@db.internal/runs", "postgresql:db/runs", "sqlite:/runs.db", "SQLite:x.db"],
+)
+def test_a_store_url_missing_its_slashes_is_refused_not_made_a_local_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """``postgres:/host/db`` (one slash) is a typo of a URL, not a bare path: it is refused,
+    saying so, and nothing is created; before, a run went to a new SQLite file in a folder
+    named ``postgres:`` while its user thought it was in PostgreSQL. ``./NAME`` is the path."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="store URL without its '//'") as caught:
+        open_store(url)
+    assert f"./{url}" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sqlite_url_with_query_parameters_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite:///runs.db?mode=ro`` reads no option: refused, rather than a store in a file
+    named ``runs.db?mode=ro``. A bare path may still hold a '?'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="takes no query parameters"):
+        open_store("sqlite:///runs.db?mode=ro")
+    assert list(tmp_path.iterdir()) == []
+    open_store("odd?name.db").close()
+    assert (tmp_path / "odd?name.db").is_file()
+
+
 def test_importing_the_store_never_imports_psycopg() -> None:
     """``import planrail.store`` works without psycopg: it is loaded only for PostgreSQL."""
     code = "import sys, planrail.store; sys.exit('psycopg' in sys.modules)"

@@ -151,3 +151,98 @@ def test_a_version_1_schema_keeps_its_event_numbers(
             " AND table_schema = current_schema()"
         ).fetchall()
         assert ("last_seq",) not in columns
+
+
+@pytest.mark.postgres
+def test_a_lock_held_by_an_open_transaction_is_waited_for_a_bounded_time(pg_url: str) -> None:
+    """A session left open in a transaction holding a lease's row lock makes the store's next
+    write fail, after ``lock_timeout``, with a StoreError saying what it waited for, as the
+    SQLite store's busy timeout does; before, it waited for ever (PostgreSQL's default)."""
+    import psycopg
+
+    from planrail.store.postgres import PostgresStore
+
+    with PostgresStore(pg_url) as first:
+        assert first.acquire_lease("run-1", "a", ttl=10, now=0)
+    with (
+        psycopg.connect(pg_url) as other,  # not autocommit: its transaction stays open
+        PostgresStore(pg_url, lock_timeout=0.2) as store,
+    ):
+        other.execute("UPDATE leases SET expires_at = 1 WHERE run_id = 'run-1'")
+        with pytest.raises(StoreError, match=r"held a lock .* more than 0\.2s while acquiring"):
+            store.acquire_lease("run-1", "b", ttl=10, now=100)
+        other.rollback()
+        assert store.acquire_lease("run-1", "b", ttl=10, now=100)  # the store goes on
+
+
+@pytest.mark.postgres
+def test_a_lock_timeout_given_in_the_url_is_kept(pg_url: str) -> None:
+    """``options=-clock_timeout=...`` in the URL wins over the store's default bound."""
+    from planrail.store.postgres import PostgresStore
+
+    with PostgresStore(pg_url) as store:
+        assert store._conn.execute("SHOW lock_timeout").fetchone() == ("30s",)
+    url = pg_url.replace("options=", "options=-clock_timeout%3D7s%20", 1)
+    assert url != pg_url  # the fixture's URL carries options
+    with PostgresStore(url) as store:
+        assert store._conn.execute("SHOW lock_timeout").fetchone() == ("7s",)
+
+
+def test_a_url_libpq_refuses_is_named_without_its_password() -> None:
+    """A URL libpq cannot parse (an unknown query parameter) is a StoreError naming where it
+    points, without the password — not "PostgreSQL: PostgreSQL failed"."""
+    pytest.importorskip("psycopg")
+    from planrail.store.postgres import PostgresStore
+
+    url = "postgresql://alice:s3cret@127.0.0.1:5432/runs?foo=bar"
+    with pytest.raises(StoreError, match='invalid URI query parameter: "foo"') as caught:
+        PostgresStore(url)
+    assert str(caught.value).startswith("postgresql://alice@127.0.0.1:5432/runs: PostgreSQL")
+    assert "s3cret" not in str(caught.value)
+
+
+@pytest.mark.postgres
+def test_another_programs_tables_named_as_planrails_are_refused_and_left_alone(
+    pg_url: str,
+) -> None:
+    """A schema holding another program's ``runs`` table (and no planrail schema version) is
+    not a store: a StoreError naming the table, nothing created; before, the migration failed
+    with PostgreSQL's 'relation "runs" already exists'."""
+    import psycopg
+
+    from planrail.store.postgres import PostgresStore
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE runs (x INTEGER)")
+    with pytest.raises(StoreError, match=r"not a planrail store.*\(runs\)"):
+        PostgresStore(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
+    assert tables == [("runs",)]
+
+
+@pytest.mark.postgres
+def test_create_false_refuses_a_schema_without_a_store_and_creates_nothing(pg_url: str) -> None:
+    """``open_store(url, create=False)`` — what ``planrail runs``/``show``/``resolve`` use —
+    on a schema without planrail's tables is a StoreNotFoundError naming the schema, and no
+    table is created; before, a read wrote planrail's tables into whatever database the URL
+    named. Once a run created the store, it opens."""
+    import psycopg
+
+    from planrail.errors import StoreNotFoundError
+    from planrail.store import open_store
+    from planrail.store.postgres import PostgresStore
+
+    with pytest.raises(StoreNotFoundError, match=r"no store at .* in schema 'planrail_test_"):
+        open_store(pg_url, create=False)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
+    assert tables == []
+    open_store(pg_url).close()  # a run creates it
+    with open_store(pg_url, create=False) as store:
+        assert isinstance(store, PostgresStore)
+        assert store.list_runs() == []

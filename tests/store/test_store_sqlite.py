@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import planrail
-from planrail.errors import StoreCorruptError, StoreError
+from planrail.errors import StoreCorruptError, StoreError, StoreNotFoundError
 from planrail.store import Event, RunRecord, SQLiteStore
 from planrail.store import sqlite as sqlite_module
 
@@ -367,3 +369,87 @@ def test_three_slashes_are_a_relative_path_and_four_an_absolute_one(
     absolute = tmp_path / "abs" / "y.db"
     open_store(f"sqlite:///{absolute}").close()  # the path's own "/" makes the fourth
     assert absolute.is_file()
+
+
+def test_another_programs_tables_named_as_planrails_are_refused_and_left_alone(
+    tmp_path: Path,
+) -> None:
+    """A database of another program holding a ``runs`` table (and no planrail schema version)
+    is not a store: a clear StoreError naming the tables, and the file is left byte for byte as
+    it was (no ``schema_version``, journal mode unchanged); before, the migration failed with
+    SQLite's "table runs already exists"."""
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE runs (x INTEGER)")
+        conn.execute("CREATE TABLE leases (y TEXT)")
+        conn.commit()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=r"not a planrail store.*\(leases, runs\)") as caught:
+        SQLiteStore(path)
+    assert caught.value.code == "store_error"
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_a_read_only_store_says_so(make_run: MakeRun) -> None:
+    """A store this process may not write (a read-only file, or a folder where SQLite cannot
+    make the ``-wal`` and ``-shm`` files) is a StoreError saying what needs write access, not
+    SQLite's bare "attempt to write a readonly database"."""
+    if os.getuid() != 0:
+        pytest.skip("needs root, to drop to another user (a file's mode does not stop root)")
+    code = """if True:
+        import os, sys
+        from planrail.store import SQLiteStore, RunRecord
+        os.setgid(65534)
+        os.setuid(65534)
+        try:
+            SQLiteStore(sys.argv[1]).create_run(RunRecord(
+                run_id="r", plan={}, plan_hash="h", status="running", created_at=0, updated_at=0
+            ))
+        except Exception as exc:
+            print(type(exc).__name__, exc)
+    """
+    with tempfile.TemporaryDirectory(prefix="planrail-store-ro-") as where:
+        folder = Path(where) / "ro"
+        folder.mkdir()
+        path = folder / "runs.db"
+        SQLiteStore(path).close()
+        os.chmod(where, 0o755)
+        said = []
+        for file_mode, folder_mode in ((0o444, 0o777), (0o666, 0o555), (0o444, 0o555)):
+            os.chmod(path, file_mode)
+            os.chmod(folder, folder_mode)
+            run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True)
+            said.append(run.stdout.decode() + run.stderr.decode())
+        os.chmod(folder, 0o755)
+    for out in said:
+        assert out.startswith("StoreError "), out
+        assert "read-only to this process" in out, out
+        assert "write permission on the file and its folder" in out, out
+
+
+def test_a_file_uri_is_checked_and_created_as_a_path_is(tmp_path: Path) -> None:
+    """A ``file:`` URI names a file like a path does: a 0-byte file is damaged (not an empty
+    store that planrail's schema is written into), ``create=False`` creates nothing; before,
+    a URI skipped both checks. In-memory URIs still open."""
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(StoreCorruptError, match="is empty"):
+        SQLiteStore(f"file:{empty}")
+    assert empty.read_bytes() == b""
+    with pytest.raises(StoreNotFoundError, match="no store at file:"):
+        SQLiteStore(f"file:{tmp_path / 'missing.db'}?mode=rw", create=False)
+    assert not (tmp_path / "missing.db").exists()
+    with SQLiteStore(f"file://{tmp_path / 'made.db'}") as store:
+        assert store.list_runs() == []
+    with SQLiteStore(f"file:{tmp_path / 'made.db'}?mode=ro", create=False) as store:
+        assert store.list_runs() == []
+    for memory in ("file::memory:", "file:x?mode=memory&cache=shared"):
+        with SQLiteStore(memory) as store:
+            assert store.list_runs() == []
+    assert {p.name for p in tmp_path.iterdir()} <= {
+        "empty.db",
+        "made.db",
+        "made.db-wal",
+        "made.db-shm",
+    }

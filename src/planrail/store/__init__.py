@@ -12,6 +12,7 @@ passes the same contract tests::
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from planrail.errors import StoreError
@@ -64,10 +65,11 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """Open the store ``url`` names (see the module docstring for the accepted forms).
 
     ``None`` means the ``PLANRAIL_STORE`` environment variable, or ``DEFAULT_STORE_URL`` when
-    that is unset or empty. A SQLite file (and its folder) is created when missing; with
-    ``create=False`` it must exist and be a planrail store
-    (:class:`~planrail.errors.StoreNotFoundError` otherwise — a missing file, or a SQLite
-    database of another program — with nothing created or changed): what reads or changes
+    that is unset or empty. A SQLite file (and its folder), or PostgreSQL tables, are created
+    when missing; with ``create=False`` the store must exist
+    (:class:`~planrail.errors.StoreNotFoundError` otherwise — a missing file, a SQLite
+    database of another program, a PostgreSQL schema without planrail's tables — with nothing
+    created or changed): what reads or changes
     runs already made opens a store so, since a new empty one holds none of them.
     """
     if url is None:
@@ -77,6 +79,13 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         raise StoreError(f"the store URL is empty: use {_FORMS}")
     scheme, sep, rest = url.partition("://")
     if not sep:
+        typo = _SCHEME_TYPO.match(url)
+        if typo is not None:
+            # "postgres:/host/db" would otherwise be a SQLite file in a folder "postgres:".
+            raise StoreError(
+                f"{url!r} looks like a {typo.group(1)} store URL without its '//': use {_FORMS}"
+                f" (for a SQLite file of that name, write ./{url})"
+            )
         return _sqlite(os.path.expanduser(url), create)
     scheme = scheme.lower()
     if scheme == "memory":
@@ -87,12 +96,22 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         # As SQLAlchemy spells it: sqlite:///rel.db is relative, sqlite:////abs.db absolute.
         if not rest.startswith("/") or rest == "/":
             raise StoreError(f"a SQLite URL needs a path, as in sqlite:///runs.db (got {url!r})")
+        if "?" in rest:
+            # Not a part of the file name, as a URL reads it; and no option is read from it.
+            raise StoreError(
+                f"a SQLite URL takes no query parameters (got {url!r}): name the file alone,"
+                " as in sqlite:///runs.db (a file name holding '?' can be given as a bare path)"
+            )
         return _sqlite(os.path.expanduser(rest[1:]), create)
     if scheme in ("postgresql", "postgres"):
         from planrail.store.postgres import PostgresStore
 
-        return PostgresStore(url)
+        return PostgresStore(url, create=create)
     raise StoreError(f"unknown store URL scheme {scheme!r} in {url!r}: use {_FORMS}")
+
+
+_SCHEME_TYPO = re.compile(r"(?i)(sqlite|memory|postgresql|postgres):(?!//)")
+"""A store URL's scheme with a colon but not ``://`` after it (``sqlite:/x.db``)."""
 
 
 def _sqlite(path: str, create: bool) -> SQLiteStore:

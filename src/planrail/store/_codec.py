@@ -2,16 +2,22 @@
 
 JSON fields become compact JSON text (``None`` becomes ``"null"``, so JSON columns are never SQL
 NULL); key order and the exact text are kept, which makes a resumed run see byte-identical data.
+A lone surrogate in a JSON string (an error message quoting a file name Python decoded with
+``surrogateescape``) is written as its JSON escape (``\\udce9``), which every backend keeps and
+which reads back as the same string; text columns (ids, keys, ``reason``) cannot hold one, nor
+NUL (PostgreSQL's text cannot), so every backend refuses both alike with a ``StoreError``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from planrail._json import encoder
 from planrail.errors import StoreCorruptError, StoreError
+from planrail.plan.strict_json import escape_surrogates, lone_surrogate
 from planrail.store.base import (
     Event,
     IdempotencyConflictError,
@@ -77,9 +83,49 @@ def dump(value: Any, what: str, *names: Any) -> str:
         if empty is not None:
             return empty
     try:
-        return _encode(value)
+        encoded = _encode(value)
     except (TypeError, ValueError) as exc:
         raise _not_json(what.format(*names) if names else what, exc) from None
+    if lone_surrogate(encoded) is None:
+        return encoded
+    return _escaped(encoded, what.format(*names) if names else what)
+
+
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _escaped(text: str, what: str) -> str:
+    """JSON ``text`` whose strings hold lone surrogates (raw, which no UTF-8 driver encodes),
+    with each spelled as its JSON escape: the same JSON value, as text every backend keeps.
+    (Surrogates only ever stand inside JSON strings: the rest of JSON text is ASCII.) A high
+    surrogate followed by a low one would read back as the one character the pair encodes,
+    another string: refused."""
+    pair = _PAIR.search(text)
+    if pair is not None:
+        raise StoreError(
+            f"cannot store {what}: a string holds the surrogates {pair.group()!r} side by side,"
+            " which JSON cannot tell from the character they encode"
+        )
+    return escape_surrogates(text)
+
+
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def text(value: Any, what: str, *names: Any) -> Any:
+    """``value`` for a text column, refused with a ``StoreError`` naming ``what`` when it
+    holds NUL or a lone surrogate: PostgreSQL's text cannot hold NUL and no UTF-8 store a
+    surrogate, so no backend takes either (they agree). ``None`` and non-text pass as given."""
+    if type(value) is not str or (value.isascii() and "\x00" not in value):
+        return value
+    found = _NOT_TEXT.search(value)
+    if found is None:
+        return value
+    char = "NUL" if found.group() == "\x00" else f"the lone surrogate {found.group()!r}"
+    raise StoreError(
+        f"cannot store {what.format(*names) if names else what}: {value!r} holds {char},"
+        " which a store's text columns cannot hold"
+    )
 
 
 def load(text: Any, what: str) -> Any:
@@ -94,9 +140,9 @@ def load(text: Any, what: str) -> Any:
 def encode_run(r: RunRecord) -> Row:
     what = f"run {r.run_id!r}"
     return (
-        r.run_id,
+        text(r.run_id, "the id of {}", what),
         dump(r.plan, f"the plan of {what}"),
-        r.plan_hash,
+        text(r.plan_hash, "the plan hash of {}", what),
         r.status,
         float(r.created_at),
         float(r.updated_at),
@@ -129,16 +175,16 @@ def decode_run(row: Sequence[Any]) -> RunRecord:
 def encode_step(s: StepRecord) -> Row:
     sid, rid = s.step_id, s.run_id
     return (
-        rid,
-        sid,
+        text(rid, "the run id of step {!r}", sid),
+        text(sid, "the id of step {!r} of run {!r}", sid, rid),
         s.status.value,
         s.attempts,
-        s.idempotency_key,
+        text(s.idempotency_key, "the idempotency key of step {!r} of run {!r}", sid, rid),
         dump(s.args, "the args of step {!r} of run {!r}", sid, rid),
-        s.args_hash,
+        text(s.args_hash, "the args hash of step {!r} of run {!r}", sid, rid),
         dump(s.output, "the output of step {!r} of run {!r}", sid, rid),
         dump(s.error, "the error of step {!r} of run {!r}", sid, rid),
-        s.reason,
+        text(s.reason, "the reason of step {!r} of run {!r}", sid, rid),
         None if s.started_at is None else float(s.started_at),
         None if s.finished_at is None else float(s.finished_at),
         bool(s.degraded),
@@ -173,8 +219,17 @@ def decode_step(row: Sequence[Any]) -> StepRecord:
 
 def encode_event(e: Event) -> Row:
     """The event's row; the store fills in ``seq`` (index 1)."""
-    data = dump(e.data, "the data of event {!r} of run {!r}", e.type, e.run_id)
-    return (e.run_id, e.seq, e.type, float(e.at), e.step_id, e.attempt, data)
+    what = "the {} of event {!r} of run {!r}"
+    data = dump(e.data, what, "data", e.type, e.run_id)
+    return (
+        text(e.run_id, what, "run id", e.type, e.run_id),
+        e.seq,
+        text(e.type, what, "type", e.type, e.run_id),
+        float(e.at),
+        text(e.step_id, what, "step id", e.type, e.run_id),
+        e.attempt,
+        data,
+    )
 
 
 def decode_event(row: Sequence[Any]) -> Event:
@@ -190,7 +245,28 @@ def decode_event(row: Sequence[Any]) -> Event:
 
 
 def encode_intent(i: Intent) -> Row:
-    return (i.run_id, i.step_key, i.idempotency_key, i.args_hash)
+    what = "the {} of the intent {!r} of run {!r}"
+    key, rid = i.idempotency_key, i.run_id
+    return (
+        text(rid, what, "run id", key, rid),
+        text(i.step_key, what, "step key", key, rid),
+        text(key, what, "idempotency key", key, rid),
+        text(i.args_hash, what, "args hash", key, rid),
+    )
+
+
+def storable(params: Sequence[Any]) -> bool:
+    """Whether every text in ``params`` is one a text column can hold (see :func:`text`)."""
+    return all(
+        type(p) is not str or (p.isascii() and "\x00" not in p) or _NOT_TEXT.search(p) is None
+        for p in params
+    )
+
+
+def check_lease_text(run_id: str, owner: str) -> None:
+    """Refuse a lease whose run id or owner no backend's text columns can hold."""
+    text(run_id, "the run id of a lease of {!r}", owner)
+    text(owner, "the owner of a lease of run {!r}", run_id)
 
 
 def decode_intent(row: Sequence[Any]) -> Intent:

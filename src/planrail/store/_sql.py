@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from planrail.plan.strict_json import lone_surrogate
+from planrail.errors import StoreError
 from planrail.store._codec import (
     EVENT_COLUMNS,
     INTENT_COLUMNS,
@@ -25,6 +25,7 @@ from planrail.store._codec import (
     encode_run,
     encode_step,
     missing_run,
+    storable,
 )
 from planrail.store.base import (
     MAX_SQL_INT,
@@ -189,6 +190,21 @@ def schema_v2() -> tuple[str, ...]:
     )
 
 
+TABLES = ("runs", "steps", "events", "intents", "leases", "run_seqs")
+"""planrail's tables, besides ``schema_version``."""
+
+
+def foreign_tables(where: str, found: Sequence[str]) -> StoreError:
+    """The error for a database without planrail's schema whose tables ``found`` have the names
+    of planrail's: another program's, which creating the schema would fail on (or, worse,
+    share)."""
+    return StoreError(
+        f"{where} is not a planrail store: it holds tables of another program with the names"
+        f" planrail uses ({', '.join(sorted(found))}) and no planrail schema version; nothing"
+        " was changed in it (--store or PLANRAIL_STORE names another store)"
+    )
+
+
 def reserve_seqs(run_ids: Sequence[str], take: Callable[[str, int], Any]) -> list[int]:
     """The seqs of events for ``run_ids`` (in order), given ``take(run_id, n)``.
 
@@ -232,10 +248,10 @@ class SQLStoreBase(StoreBase):
         raise NotImplementedError
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        """The rows of a read. A key that is not Unicode text (a run id from undecodable
-        command-line bytes) matches nothing: nothing holding one can have been written, and
-        the driver would raise on encoding it."""
-        if any(type(p) is str and lone_surrogate(p) for p in params):
+        """The rows of a read. A key no text column can hold — one that is not Unicode text
+        (a run id from undecodable command-line bytes), or holds NUL — matches nothing:
+        nothing holding one can have been written, and the driver would raise on encoding it."""
+        if not storable(params):
             return []
         return self._query(sql, params)
 
@@ -272,6 +288,8 @@ class SQLStoreBase(StoreBase):
         run_row = None if run is None else encode_run(run)
         step_rows = [encode_step(s) for s in steps]
         event_rows = [encode_event(e) for e in events]
+        for intent in intents:  # refused here, before the transaction, as every row is
+            encode_intent(intent)
         with self._write("committing") as conn:
             if run_row is not None:
                 conn.execute(q.upsert_run, run_row)
@@ -316,11 +334,15 @@ class SQLStoreBase(StoreBase):
 
     def renew_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
         check_lease_args(ttl)
+        if not storable((run_id, owner)):
+            return False  # no such lease can have been taken
         with self._write("renewing a lease") as conn:
             params = (now + ttl, run_id, owner, now)
             return bool(conn.execute(self._sql.renew_lease, params).rowcount == 1)
 
     def release_lease(self, run_id: str, owner: str) -> None:
+        if not storable((run_id, owner)):
+            return
         with self._write("releasing a lease") as conn:
             conn.execute(self._sql.release_lease, (run_id, owner))
 

@@ -72,6 +72,8 @@ class MemoryStore(StoreBase):
         run_row = None if run is None else codec.encode_run(run)
         step_rows = [codec.encode_step(s) for s in steps]
         event_rows = [codec.encode_event(e) for e in events]
+        for intent in intents:  # refused before anything is written, as every row is
+            codec.encode_intent(intent)
         with self._lock:
             # Check everything first: once the writes below start, nothing can fail.
             for run_id in {r[0] for r in (*step_rows, *event_rows)} | {i.run_id for i in intents}:
@@ -118,6 +120,7 @@ class MemoryStore(StoreBase):
 
     def acquire_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
         check_lease_args(ttl)
+        codec.check_lease_text(run_id, owner)
         with self._lock:
             held = self._leases.get(run_id)
             if held is not None and held.owner != owner and held.expires_at > now:

@@ -11,10 +11,18 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from planrail.errors import StoreCorruptError, StoreError, StoreNotFoundError
-from planrail.store._codec import INTENT_COLUMNS, conflict, encode_intent
-from planrail.store._sql import SQLStoreBase, Statements, schema_v1, schema_v2
+from planrail.store._codec import INTENT_COLUMNS, check_lease_text, conflict, encode_intent
+from planrail.store._sql import (
+    TABLES,
+    SQLStoreBase,
+    Statements,
+    foreign_tables,
+    schema_v1,
+    schema_v2,
+)
 from planrail.store.base import Intent, check_lease_args
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -78,16 +86,16 @@ class SQLiteStore(SQLStoreBase):
         self.path = os.fspath(path)
         self._busy_timeout = busy_timeout
         self._lock = threading.Lock()
-        in_memory = self.path == ":memory:" or self.path.startswith("file:")
-        if not in_memory:
-            if not os.path.lexists(self.path):
+        file = _file_of(self.path)
+        if file is not None:
+            if not os.path.lexists(file):
                 if not create:
                     raise StoreNotFoundError(
                         f"no store at {self.path}: no run has used it yet (a run creates it;"
                         " --store or PLANRAIL_STORE names another)"
                     )
-                _create(self.path)
-            _check_file(self.path)
+                _create(file)
+            _check_file(file)
         with self._translate("opening the store"):
             self._conn = sqlite3.connect(
                 self.path,
@@ -102,6 +110,8 @@ class SQLiteStore(SQLStoreBase):
                 self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
                 if not create:
                     self._check_is_a_store()
+                elif self._schema_version() == 0:
+                    self._refuse_foreign_tables()  # before the journal mode is changed
                 self._conn.execute("PRAGMA journal_mode = WAL").fetchall()
                 self._conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
                 self._conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_PAGES}").fetchall()
@@ -113,6 +123,7 @@ class SQLiteStore(SQLStoreBase):
 
     def acquire_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
         check_lease_args(ttl)
+        check_lease_text(run_id, owner)
         with self._write("acquiring a lease") as conn:
             params = (run_id, owner, now + ttl, now)
             return conn.execute(_SQL.acquire_lease, params).fetchone() is not None
@@ -152,12 +163,23 @@ class SQLiteStore(SQLStoreBase):
                     f"{self.path} uses store schema version {current}, but this planrail only "
                     f"knows versions up to {SCHEMA_VERSION}: upgrade planrail to open it"
                 )
+            if current == 0:
+                self._refuse_foreign_tables()
             for version, statements in MIGRATIONS:
                 if version > current:
                     for statement in statements:
                         conn.execute(statement)
             conn.execute("DELETE FROM schema_version")
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+
+    def _refuse_foreign_tables(self) -> None:
+        """Refuse a database without planrail's schema that holds tables named as planrail's
+        (another program's ``runs``, say): creating the schema would fail half-way or share them."""
+        marks = ", ".join("?" * len(TABLES))
+        sql = f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks})"
+        found = [row[0] for row in self._conn.execute(sql, TABLES)]
+        if found:
+            raise foreign_tables(self.path, found)
 
     def _check_is_a_store(self) -> None:
         """Refuse a database without planrail's ``schema_version`` table, before anything of it
@@ -219,12 +241,32 @@ class SQLiteStore(SQLStoreBase):
                     f"{self.path}: the SQLite file is damaged ({exc}); planrail will not guess "
                     "at its contents: restore it from a backup or move it aside"
                 ) from None
+            if code == sqlite3.SQLITE_READONLY:
+                raise StoreError(
+                    f"{self.path}: the store is read-only to this process ({exc}) while {doing}:"
+                    " planrail writes to the store file, and SQLite makes its -wal and -shm"
+                    " files beside it, so it needs write permission on the file and its folder"
+                ) from exc
             if code in _BUSY_CODES:
                 raise StoreError(
                     f"{self.path}: another process held the database for more than "
                     f"{self._busy_timeout:g}s while {doing}"
                 ) from exc
             raise StoreError(f"{self.path}: SQLite failed while {doing}: {exc}") from exc
+
+
+def _file_of(path: str) -> str | None:
+    """The file a store ``path`` names — itself, or the file of a ``file:`` URI — or None for
+    an in-memory database (``:memory:``, ``file::memory:``, ``mode=memory``). A URI's file is
+    checked and created like a path's (a 0-byte file is damaged, ``create=False`` makes none)."""
+    if path == ":memory:":
+        return None
+    if not path.startswith("file:"):
+        return path
+    parts = urlsplit(path)
+    if parts.path in ("", ":memory:") or "memory" in parse_qs(parts.query).get("mode", []):
+        return None
+    return unquote(parts.path)
 
 
 def _create(path: str) -> None:
