@@ -58,9 +58,10 @@ def store_url(tmp_path: Path) -> str:
 async def test_without_an_approver_a_side_effecting_plan_does_not_start() -> None:
     """The Python API no longer runs unapproved side effects: no approver and no approve=True
     is a clear error before any tool is called."""
-    with pytest.raises(ApprovalRequiredError, match="approve=True"):
+    with pytest.raises(ApprovalRequiredError, match="approve=True") as caught:
         await planrail.arun(PLAN, TOOLS)
     assert CALLS == []
+    assert str(caught.value).startswith("step 'b' changes the world or asks for approval, and")
 
 
 async def test_a_read_only_plan_needs_no_approval() -> None:

@@ -190,7 +190,7 @@ class Agent:
             res.status, res.reason = "budget_exceeded", ctx.meter.exceeded.message
             ctx.trace.note("budget_exceeded", limit=ctx.meter.exceeded.limit)
         elif res.status == "failed" and res.reason is None and res.run is not None:
-            res.reason = res.run.error or _first_failure(res.run)
+            res.reason = res.run.why
         res.usage = ctx.meter.to_dict()
         return res
 
@@ -459,13 +459,6 @@ def _goal_problem(goal: str) -> str | None:
             f"the goal is {len(goal):,} characters; a plan's strings hold at most {limit:,}"
             " (PlanLimits.max_string_length): no model was asked"
         )
-    return None
-
-
-def _first_failure(run: RunResult) -> str | None:
-    for sid, r in run.steps.items():
-        if r.status == StepStatus.FAILED:
-            return f"step '{sid}' failed: {(r.error or {}).get('message') or r.reason}"
     return None
 
 

@@ -29,6 +29,7 @@ from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import Checkpointer, LeaseLostError, RunBusyError
 from planrail.engine.events import Event, EventType
 from planrail.engine.guard import SecurityGuard
+from planrail.engine.outcome import recordable
 from planrail.engine.result import RunResult, StepResult, keep_history, keep_usage
 from planrail.engine.runners import LocalRunner
 from planrail.engine.scheduler import Node, Scheduler, Skip
@@ -403,7 +404,7 @@ class Execution:
         needed = gate.approval_needed(self)
         if needed and not self.approve and self.approver is None:
             raise ApprovalRequiredError(
-                f"{', '.join(needed)} change the world or ask for approval, and this run has no"
+                f"{_steps_that(needed)}, and this run has no"
                 " approver: pass approver= (a callback, planrail.approve_all, or"
                 " planrail.engine.approval.defer with a store) or approve=True",
                 run_id=self.run_id,
@@ -886,9 +887,9 @@ class Execution:
         res.finished_at = self.clock.now()
         res.attempts = outcome.attempts
         res.error = outcome.error
-        res.reason = outcome.reason
+        res.reason = recordable(outcome.reason)
         if self.redactor is not None:  # what a person or a trace reads of this step
-            res.error, res.reason = self.redactor.scrub((outcome.error, outcome.reason))
+            res.error, res.reason = self.redactor.scrub((outcome.error, res.reason))
         res.degraded = outcome.degraded
         keep_history(res, outcome.history)
         keep_usage(res, outcome.usage)
@@ -1109,7 +1110,7 @@ class Execution:
                 if res.status == S.RUNNING:
                     res.finished_at = self.clock.now()
                 res.status = S.CANCELLED
-                res.reason = reason
+                res.reason = recordable(reason)
                 self._dirty.add(res.id)
 
     def _finish(self) -> None:
@@ -1164,3 +1165,10 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, PlanrailError):
         return exc.message
     return "the run was cancelled"
+
+
+def _steps_that(ids: list[str]) -> str:
+    """What ``ids`` do that needs approval, as a message says it."""
+    if len(ids) == 1:
+        return f"step {ids[0]!r} changes the world or asks for approval"
+    return f"steps {', '.join(repr(i) for i in ids)} change the world or ask for approval"

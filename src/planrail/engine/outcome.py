@@ -9,9 +9,10 @@ from typing import Any
 from planrail.engine.attempts import Result, Tally
 from planrail.engine.result import OneAttempt
 from planrail.errors import CallCrashedError, PlanrailError, error_dict
+from planrail.plan.strict_json import escape_surrogates
 from planrail.types import StepStatus
 
-__all__ = ["Outcome", "failed", "fan_in", "in_doubt", "message", "outcome_of"]
+__all__ = ["Outcome", "failed", "fan_in", "in_doubt", "message", "outcome_of", "recordable"]
 
 S = StepStatus
 
@@ -130,3 +131,12 @@ def message(exc: BaseException | None) -> str:
     if exc is None:
         return ""
     return exc.message if isinstance(exc, PlanrailError) else str(exc) or type(exc).__name__
+
+
+def recordable(reason: str | None) -> str | None:
+    """``reason`` as a store's text column can hold it, the same for the run's result and its
+    record: a reason quotes error messages, which may hold NUL or a lone surrogate (a file name
+    decoded with ``surrogateescape``); each is written as its escape (``\\x00``, ``\\udce9``)."""
+    if reason is None or (reason.isascii() and "\x00" not in reason):
+        return reason
+    return escape_surrogates(reason.replace("\x00", "\\x00"))
