@@ -188,9 +188,13 @@ def encode_step(s: StepRecord) -> Row:
     if not plain(f"{rid}{sid}{s.idempotency_key}{s.args_hash}{s.reason}"):
         text(rid, "the run id of step {!r}", sid)
         of = "the {} of step {!r} of run {!r}"
-        for name, value in (("id", sid), ("idempotency key", s.idempotency_key)):
-            text(value, of, name, sid, rid)
-        for name, value in (("args hash", s.args_hash), ("reason", s.reason)):
+        fields: tuple[tuple[str, str | None], ...] = (
+            ("id", sid),
+            ("idempotency key", s.idempotency_key),
+            ("args hash", s.args_hash),
+            ("reason", s.reason),
+        )
+        for name, value in fields:
             text(value, of, name, sid, rid)
     return (
         rid,
