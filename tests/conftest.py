@@ -9,8 +9,17 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["conftest_pg"]
+
+# Property tests judge behaviour, never speed: no per-example deadline (a loaded 2-core CI host
+# made the default 200 ms fail examples that pass), and a failure prints the blob that replays
+# it (`@reproduce_failure`), so a rare example is reproduced, not called a flake.
+settings.register_profile(
+    "planrail", deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("planrail")
 
 
 @pytest.fixture(scope="session", autouse=True)
