@@ -14,6 +14,7 @@ from planrail.store._codec import (
     LEASE_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    check_lease_text,
     conflict,
     decode_event,
     decode_intent,
@@ -331,6 +332,13 @@ class SQLStoreBase(StoreBase):
 
     def intents(self, run_id: str) -> list[Intent]:
         return [decode_intent(r) for r in self._read(self._sql.get_intents, (run_id,))]
+
+    def acquire_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
+        check_lease_args(ttl)
+        check_lease_text(run_id, owner)
+        with self._write("acquiring a lease") as conn:
+            params = (run_id, owner, now + ttl, now)
+            return conn.execute(self._sql.acquire_lease, params).fetchone() is not None
 
     def renew_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
         check_lease_args(ttl)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from planrail.errors import StoreError, StoreNotFoundError
-from planrail.store._codec import check_lease_text
 from planrail.store._sql import (
     TABLES,
     SQLStoreBase,
@@ -22,7 +21,6 @@ from planrail.store._sql import (
     schema_v1,
     schema_v2,
 )
-from planrail.store.base import check_lease_args
 
 if TYPE_CHECKING:
     import psycopg
@@ -113,13 +111,6 @@ class PostgresStore(SQLStoreBase):
         except BaseException:
             self._conn.close()
             raise
-
-    def acquire_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
-        check_lease_args(ttl)
-        check_lease_text(run_id, owner)
-        with self._write("acquiring a lease") as conn:
-            params = (run_id, owner, now + ttl, now)
-            return conn.execute(_SQL.acquire_lease, params).fetchone() is not None
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._where!r})"

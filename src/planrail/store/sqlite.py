@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from planrail.errors import StoreCorruptError, StoreError, StoreNotFoundError
-from planrail.store._codec import INTENT_COLUMNS, check_lease_text, conflict, encode_intent
+from planrail.store._codec import INTENT_COLUMNS, conflict, encode_intent
 from planrail.store._sql import (
     TABLES,
     SQLStoreBase,
@@ -23,7 +23,7 @@ from planrail.store._sql import (
     schema_v1,
     schema_v2,
 )
-from planrail.store.base import Intent, check_lease_args
+from planrail.store.base import Intent
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
@@ -120,13 +120,6 @@ class SQLiteStore(SQLStoreBase):
         except BaseException:
             self._conn.close()
             raise
-
-    def acquire_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
-        check_lease_args(ttl)
-        check_lease_text(run_id, owner)
-        with self._write("acquiring a lease") as conn:
-            params = (run_id, owner, now + ttl, now)
-            return conn.execute(_SQL.acquire_lease, params).fetchone() is not None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
