@@ -64,6 +64,7 @@ class Statements:
         self.upsert_run = _upsert("runs", RUN_COLUMNS, ("run_id",), p)
         self.get_run = f"SELECT {runs} FROM runs WHERE run_id = {p}"
         self.run_exists = f"SELECT 1 FROM runs WHERE run_id = {p}"
+        self.set_schema_version = f"INSERT INTO schema_version (version) VALUES ({p})"
         self.list_runs = f"SELECT {runs} FROM runs"
         self.list_runs_by_status = f"SELECT {runs} FROM runs WHERE status = {p}"
         self.list_order = " ORDER BY created_at DESC, run_id DESC"
@@ -191,6 +192,9 @@ def schema_v2() -> tuple[str, ...]:
     )
 
 
+MigrationList = Sequence[tuple[int, Sequence[str]]]
+"""``(version, statements)`` in order: what brings a schema to each version."""
+
 TABLES = ("runs", "steps", "events", "intents", "leases", "run_seqs")
 """planrail's tables, besides ``schema_version``."""
 
@@ -247,6 +251,37 @@ class SQLStoreBase(StoreBase):
 
     def _query(self, sql: str, params: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
+
+    def _schema_version(self) -> int:
+        """The store's schema version (0: none yet)."""
+        raise NotImplementedError
+
+    def _tables_like_ours(self, conn: Any) -> list[str]:
+        """The tables of the database (or schema) named as one of planrail's :data:`TABLES`."""
+        raise NotImplementedError
+
+    def _migrate_in(self, conn: Any, where: str, migrations: MigrationList) -> None:
+        """Bring the schema to the last of ``migrations``, inside the migration's transaction
+        ``conn``: a newer schema than this planrail knows, or another program's tables with
+        planrail's names and no schema version, are refused with nothing changed."""
+        latest = migrations[-1][0]
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        current = self._schema_version()
+        if current > latest:
+            raise StoreError(
+                f"{where} uses store schema version {current}, but this planrail only "
+                f"knows versions up to {latest}: upgrade planrail to open it"
+            )
+        if current == 0:
+            found = self._tables_like_ours(conn)
+            if found:
+                raise foreign_tables(where, found)
+        for version, statements in migrations:
+            if version > current:
+                for statement in statements:
+                    conn.execute(statement)
+        conn.execute("DELETE FROM schema_version")
+        conn.execute(self._sql.set_schema_version, (latest,))
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """The rows of a read. A key no text column can hold — one that is not Unicode text

@@ -17,7 +17,6 @@ from planrail.store._sql import (
     TABLES,
     SQLStoreBase,
     Statements,
-    foreign_tables,
     schema_v1,
     schema_v2,
 )
@@ -131,27 +130,14 @@ class PostgresStore(SQLStoreBase):
             )
         with self._write("migrating the schema") as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            current = self._schema_version()
-            if current > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self._where} uses store schema version {current}, but this planrail only "
-                    f"knows versions up to {SCHEMA_VERSION}: upgrade planrail to open it"
-                )
-            if current == 0:
-                sql = (
-                    "SELECT tablename FROM pg_tables"
-                    " WHERE schemaname = current_schema() AND tablename = ANY(%s)"
-                )
-                found = [row[0] for row in conn.execute(sql, (list(TABLES),))]
-                if found:
-                    raise foreign_tables(self._where, found)
-            for version, statements in MIGRATIONS:
-                if version > current:
-                    for statement in statements:
-                        conn.execute(statement)
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION,))
+            self._migrate_in(conn, self._where, MIGRATIONS)
+
+    def _tables_like_ours(self, conn: Any) -> list[str]:
+        sql = (
+            "SELECT tablename FROM pg_tables"
+            " WHERE schemaname = current_schema() AND tablename = ANY(%s)"
+        )
+        return [row[0] for row in conn.execute(sql, (list(TABLES),))]
 
     def _set_lock_timeout(self) -> None:
         """Bound lock waits (PostgreSQL's default is to wait for ever), unless the URL or the

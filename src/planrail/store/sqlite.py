@@ -149,30 +149,19 @@ class SQLiteStore(SQLStoreBase):
         if self._schema_version() == SCHEMA_VERSION:
             return
         with self._write("migrating the schema") as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            current = self._schema_version()
-            if current > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} uses store schema version {current}, but this planrail only "
-                    f"knows versions up to {SCHEMA_VERSION}: upgrade planrail to open it"
-                )
-            if current == 0:
-                self._refuse_foreign_tables()
-            for version, statements in MIGRATIONS:
-                if version > current:
-                    for statement in statements:
-                        conn.execute(statement)
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            self._migrate_in(conn, self.path, MIGRATIONS)
 
     def _refuse_foreign_tables(self) -> None:
         """Refuse a database without planrail's schema that holds tables named as planrail's
         (another program's ``runs``, say): creating the schema would fail half-way or share them."""
-        marks = ", ".join("?" * len(TABLES))
-        sql = f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks})"
-        found = [row[0] for row in self._conn.execute(sql, TABLES)]
+        found = self._tables_like_ours(self._conn)
         if found:
             raise foreign_tables(self.path, found)
+
+    def _tables_like_ours(self, conn: Any) -> list[str]:
+        marks = ", ".join("?" * len(TABLES))
+        sql = f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks})"
+        return [row[0] for row in conn.execute(sql, TABLES)]
 
     def _check_is_a_store(self) -> None:
         """Refuse a database without planrail's ``schema_version`` table, before anything of it
