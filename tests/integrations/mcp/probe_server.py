@@ -5,7 +5,8 @@ on 127.0.0.1, a free port, printed as ``PORT <n>`` on stdout once it listens).
 
 ``$PROBE_DIR`` is a directory for marker files (a crash happens once per label);
 ``$PROBE_VARIANT`` (``a`` or ``b``) picks the schema of ``versioned``; ``$PROBE_SCHEMA`` is the
-input schema of ``shaped``; ``$PROBE_PRELUDE`` is printed on stdout before the protocol.
+input schema of ``shaped``; ``$PROBE_PRELUDE`` is printed on stdout before the protocol;
+``$PROBE_EXIT_ON_CALL`` names a tool whose call makes the process exit unrun (stdio).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def lookup(name: str) -> Account:
 
 
 _sleeping = {"now": 0, "peak": 0}
+_asleep = asyncio.Event()
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -49,6 +51,7 @@ async def sleep(seconds: float) -> str:
     sleeps at once (ask ``peak``)."""
     _sleeping["now"] += 1
     _sleeping["peak"] = max(_sleeping["peak"], _sleeping["now"])
+    _asleep.set()
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:
@@ -113,6 +116,23 @@ def huge() -> int:
     return 10**4999
 
 
+_garbling = threading.Event()
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False))
+async def garble(label: str, after_sleep: bool = False) -> str:
+    """Not idempotent; its first answer (once per label) is cut in half on the wire: a line on
+    stdout that is not JSON, the rest of the answer never written. ``after_sleep``: once a
+    ``sleep`` is in flight."""
+    if after_sleep:
+        await _asleep.wait()
+    marker = Path(os.environ["PROBE_DIR"]) / f"garbled-{label}"
+    if not marker.exists():
+        marker.write_text(str(os.getpid()))
+        _garbling.set()
+    return f"done:{os.getpid()}"
+
+
 _leaving = threading.Event()
 
 
@@ -125,9 +145,13 @@ def leave() -> int:
 
 
 class _Stdout:
-    """The wire (stdout), ending the process once it has flushed the answer of ``leave``."""
+    """The wire (stdout), ending the process once it has flushed the answer of ``leave``, and
+    cutting the answer of ``garble``."""
 
     def write(self, text: str) -> int:
+        if _garbling.is_set():  # the answer of ``garble``
+            _garbling.clear()
+            return sys.stdout.write(text[: len(text) // 2] + "\n")
         return sys.stdout.write(text)
 
     def flush(self) -> None:
@@ -136,12 +160,29 @@ class _Stdout:
             os._exit(0)
 
 
+class _Stdin:
+    """The wire (stdin). With ``$PROBE_EXIT_ON_CALL`` naming a tool, the process exits as soon
+    as it reads a call of that tool (leaving a ``received-TOOL`` marker), without running it:
+    a request written to its stdin just before it exits."""
+
+    def readline(self) -> str:
+        line = sys.stdin.readline()
+        victim = os.environ.get("PROBE_EXIT_ON_CALL")
+        if victim and line.strip():
+            message = json.loads(line)
+            if message.get("method") == "tools/call" and message["params"]["name"] == victim:
+                (Path(os.environ["PROBE_DIR"]) / f"received-{victim}").write_text(line)
+                os._exit(0)
+        return line
+
+
 async def _serve_stdio() -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
     lowlevel = server._lowlevel_server
-    async with stdio_server(stdout=anyio.wrap_file(_Stdout())) as (read, write):  # type: ignore[arg-type]
+    wire = {"stdin": anyio.wrap_file(_Stdin()), "stdout": anyio.wrap_file(_Stdout())}
+    async with stdio_server(**wire) as (read, write):  # type: ignore[arg-type]
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 

@@ -209,6 +209,38 @@ def test_a_server_gone_between_calls_is_restarted_and_the_next_call_made(probe_d
         assert hub.sessions_started("probe") == 2
 
 
+def test_a_request_written_just_before_the_server_exits_is_in_doubt_not_retried(
+    probe_dir: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server exits right after its stdin got a call of a tool that does not honour keys,
+    without running it (it leaves a ``received-charge`` marker): planrail cannot tell this
+    from a server that ran it and then died, so the step is ``in_doubt`` — not failed, not
+    retried on the restarted server though its policy allows three attempts — its dependents
+    wait, and the run says how to resolve it. A later call is made on a new server."""
+    monkeypatch.setenv("PROBE_EXIT_ON_CALL", "charge")
+    pay = {"id": "pay", "tool": "probe.charge", "args": {"label": "w"},
+           "retry": {"max_attempts": 3, "initial_delay": 0}}  # fmt: skip
+    then = {"id": "after", "tool": "probe.lookup", "args": {"name": "${pay.result}"},
+            "depends_on": ["pay"]}  # fmt: skip
+    with MCPHub([stdio_probe()]) as hub:
+        tools = tools_of(hub)
+        result = run(plan(pay, then), tools)
+        assert hub.sessions_started("probe") == 1  # no second attempt started a server
+        later = run(plan(WHO), tools)
+        assert hub.sessions_started("probe") == 2
+    step = result.steps["pay"]
+    assert (step.status, step.attempts) == (StepStatus.IN_DOUBT, 1)
+    assert step.error is not None
+    assert step.error["type"] == "OutcomeUnknownError"
+    assert step.error["retryable"] is False
+    assert "dropped during the call of 'probe.charge'" in step.error["message"]
+    assert result.steps["after"].status == StepStatus.PENDING
+    assert "planrail resolve" in (result.error or "")
+    assert (probe_dir / "received-charge").exists()  # it was written to the server...
+    assert not (probe_dir / "crashed-w").exists()  # ...which never ran it
+    assert later.status == "succeeded", later.steps["who"].error
+
+
 def test_exit_mid_call_of_an_idempotent_tool_is_retried_on_a_restarted_server(
     probe_dir: Any,
 ) -> None:
@@ -230,6 +262,73 @@ def test_exit_mid_call_of_an_idempotent_tool_is_retried_on_a_restarted_server(
     put = result.steps["put"]
     assert (put.status, put.attempts) == (StepStatus.SUCCEEDED, 2)
     assert put.attempt_history[0]["error"]["type"] == "OutcomeUnknownError"
+
+
+GARBLE = {"id": "g", "tool": "probe.garble", "args": {"label": "g"}}
+SLOW = START_BUDGET * 4
+"""A call timeout no test should reach: a garbled answer must end the call long before it."""
+
+
+def test_a_line_that_is_not_json_rpc_in_reply_leaves_the_step_in_doubt_at_once(
+    probe_dir: Any,
+) -> None:
+    """The server answers a call with a line that is not JSON (its answer cut in half): the
+    step fails at once with OutcomeUnknownError naming the server, ``in_doubt`` (the tool ran,
+    and does not honour keys: not retried, though its policy would), its dependents wait; the
+    session goes on serving calls. Before, the line was logged and dropped, the step waited
+    its whole timeout, then failed as a retryable AttemptTimeoutError: the tool ran again."""
+    retry = {"max_attempts": 3, "initial_delay": 0}
+    then = {
+        "id": "after",
+        "tool": "probe.lookup",
+        "args": {"name": "${g.result}"},
+        "depends_on": ["g"],
+    }
+    with MCPHub([stdio_probe(call_timeout=SLOW)]) as hub:
+        tools = tools_of(hub)
+        result = run(plan({**GARBLE, "retry": retry}, then), tools)
+        later = run(plan(WHO), tools)
+        assert hub.sessions_started("probe") == 1
+    step = result.steps["g"]
+    assert (step.status, step.attempts) == (StepStatus.IN_DOUBT, 1)
+    assert step.error is not None
+    assert step.error["type"] == "OutcomeUnknownError", step.error
+    said = step.error["message"]
+    assert "MCP server 'probe' wrote a line on stdout that is not JSON-RPC" in said
+    assert "while the call of 'probe.garble' was in flight" in said
+    assert "it may or may not have happened" in said
+    assert result.steps["after"].status == StepStatus.PENDING
+    assert "planrail resolve" in (result.error or "")
+    assert (probe_dir / "garbled-g").exists()  # it did run
+    assert later.status == "succeeded", later.steps["who"].error
+
+
+def test_a_garbled_answer_of_a_tool_that_honours_keys_is_retried(probe_dir: Any) -> None:
+    """The same garbled answer for a tool the operator says honours keys: retryable, and the
+    retry (same key) is answered."""
+    keyed = stdio_probe(call_timeout=SLOW, tools={"garble": {"side_effects": "keyed"}})
+    with MCPHub([keyed]) as hub:
+        result = run(plan({**GARBLE, "retry": {"max_attempts": 2, "initial_delay": 0}}),
+                     tools_of(hub))  # fmt: skip
+    step = result.steps["g"]
+    assert (step.status, step.attempts) == (StepStatus.SUCCEEDED, 2), step.error
+    assert step.attempt_history[0]["error"]["type"] == "OutcomeUnknownError"
+
+
+def test_a_garbled_line_ends_every_call_in_flight_it_may_have_answered(probe_dir: Any) -> None:
+    """A line that is no JSON-RPC message names no request: with a ``sleep`` in flight too, it
+    may have been that call's answer, so both calls end at once, outcome unknown."""
+    nap = {"id": "nap", "tool": "probe.sleep", "args": {"seconds": SLOW}}
+    garble = {**GARBLE, "args": {"label": "g", "after_sleep": True}}
+    with MCPHub([stdio_probe(call_timeout=SLOW)]) as hub:
+        result = run(plan(nap, garble), tools_of(hub))
+    errors = {s: result.steps[s].error for s in ("nap", "g")}
+    assert {s: (e or {}).get("type") for s, e in errors.items()} == {
+        "nap": "OutcomeUnknownError",
+        "g": "OutcomeUnknownError",
+    }, errors
+    assert result.steps["g"].status == StepStatus.IN_DOUBT
+    assert result.steps["nap"].status == StepStatus.FAILED  # read-only: not in doubt
 
 
 def test_exit_mid_call_over_http_is_classified_too(http_url: str) -> None:
@@ -384,19 +483,42 @@ def test_a_draft_07_tuple_schema_checks_arguments_by_draft_07(
     assert "do not fit its input schema: pair." in error["message"]
 
 
-@pytest.mark.parametrize(
-    "ref",
-    [
-        {"$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"d": {"$ref": "#/$defs/a"}}},
-        {"properties": {"d": {"$ref": "#/$defs/nowhere"}}},
-    ],
-)
-def test_a_schema_that_cannot_be_applied_fails_the_call_clearly(
-    probe_dir: Any, monkeypatch: pytest.MonkeyPatch, ref: dict[str, Any]
+DANGLING = [
+    ({"properties": {"d": {"$ref": "#/$defs/nowhere"}}}, "#/$defs/nowhere", "nothing at"),
+    ({"$defs": {"a": {"properties": {"x": {"$ref": "#/$defs/b"}}}},
+      "properties": {"d": {"$ref": "#/$defs/a"}}}, "#/$defs/b", "nothing at"),
+    ({"properties": {"d": {"$ref": "#point"}}}, "#point", "no anchor 'point'"),
+    ({"properties": {"d": {"$ref": "http://127.0.0.1:9/s.json"}}}, "http://127.0.0.1:9/s.json",
+     "planrail never fetches a schema"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ref", "named", "why"), DANGLING)
+def test_a_ref_that_resolves_nowhere_is_refused_when_listed(
+    probe_dir: Any, monkeypatch: pytest.MonkeyPatch, ref: dict[str, Any], named: str, why: str
 ) -> None:
-    """A ``$ref`` that only refers to itself, or to nothing, shows only when arguments are
-    checked: the step fails with a ToolDefinitionError naming the tool, nothing is sent —
-    not a RecursionError or the validator's _WrappedReferencingError."""
+    """A ``$ref`` to a ``$defs`` entry (or anchor) the schema does not have, even one reached
+    through another ``$ref``, or to a schema elsewhere, is an error naming the server, the
+    tool and the ref when the tool is listed, before any plan runs. Before, it passed
+    validation and approval, and each call failed with a ToolDefinitionError (and a remote
+    ``$ref`` was fetched over the network by the validator, at call time)."""
+    monkeypatch.setenv("PROBE_SCHEMA", json.dumps({"type": "object", **ref}))
+    with MCPHub([stdio_probe()]) as hub, pytest.raises(ToolLoadError) as caught:
+        tools_of(hub)
+    message = caught.value.message
+    assert (
+        f"MCP server 'probe': tool 'shaped' has an inputSchema whose $ref {named!r} resolves"
+        " nowhere" in message
+    )
+    assert why in message
+
+
+def test_a_schema_that_cannot_be_applied_fails_the_call_clearly(
+    probe_dir: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``$ref`` that only refers to itself shows only when arguments are checked: the step
+    fails with a ToolDefinitionError naming the tool, nothing is sent — not a RecursionError."""
+    ref = {"$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"d": {"$ref": "#/$defs/a"}}}
     monkeypatch.setenv("PROBE_SCHEMA", json.dumps({"type": "object", **ref}))
     with MCPHub([stdio_probe()]) as hub:
         result = run(plan({"id": "s", "tool": "probe.shaped", "args": {"d": "x"}}), tools_of(hub))
@@ -430,4 +552,4 @@ def test_a_tools_entry_for_a_tool_the_server_does_not_list_is_an_error(probe_dir
         tools_of(hub)
     message = caught.value.message
     assert "MCP server 'probe': the config's 'tools' name ['lokup'] it does not list" in message
-    assert "(it lists: big, charge, evolve, fail, huge, leave, lookup," in message
+    assert "(it lists: big, charge, evolve, fail, garble, huge, leave, lookup," in message

@@ -42,7 +42,7 @@ from planrail.integrations.mcp.errors import (
     MCPUnavailableError,
     SchemaChangedError,
 )
-from planrail.integrations.mcp.watch import UNREADABLE, record_calls, watched
+from planrail.integrations.mcp.watch import GARBLED, UNREADABLE, record_calls, watched
 
 __all__ = ["Dropped", "MCPHub", "schema_hash"]
 
@@ -65,7 +65,13 @@ recorded, and such a run is never asked again."""
 
 
 class Dropped(Exception):
-    """Internal: the session died after this call's request was sent (its outcome is unknown)."""
+    """Internal: this call's request was sent, then the session died — or, with ``garbled``
+    (the line's start), the server wrote a line that is no JSON-RPC message while it was in
+    flight, perhaps its answer. Either way its outcome is unknown."""
+
+    def __init__(self, why: str, *, garbled: str | None = None) -> None:
+        super().__init__(why)
+        self.garbled = garbled
 
 
 def schema_hash(tool: mcp_types.Tool) -> str:
@@ -151,7 +157,9 @@ class _Connection:
         stop = asyncio.Event()  # set by the transport's end too: a server gone between calls
         try:
             async with contextlib.AsyncExitStack() as stack:
-                transport = watched(await self._transport(stack), ended=stop.set)
+                transport = watched(
+                    await self._transport(stack), ended=stop.set, stdio=self.config.url is None
+                )
                 client = await stack.enter_async_context(
                     Client(transport, cache=None, raise_exceptions=False)
                 )
@@ -222,6 +230,8 @@ class _Connection:
                             tool, args, meta=cast(mcp_types.RequestParamsMeta, meta)
                         )
                     except MCPError as exc:
+                        if exc.data == GARBLED:  # written, then a line that is no answer
+                            raise Dropped(exc.message, garbled=exc.message) from exc
                         if exc.code != mcp_types.CONNECTION_CLOSED:
                             raise self._refused(tool, exc) from exc
                         cause: Exception = exc

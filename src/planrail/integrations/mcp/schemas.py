@@ -6,9 +6,10 @@ validation and approval and then fail every call with the validator's own intern
 So each schema is checked when the tool is listed, with the draft its ``$schema`` names (MCP's
 default, 2020-12, without one — or draft-07 for a schema only draft-07 accepts, such as the
 tuple form ``items: [...]`` older servers send), and a bad one is a :class:`ToolLoadError`
-naming the server and the tool. What only shows when an instance is checked (a ``$ref`` that
-resolves nowhere, or only to itself) is a :class:`ToolDefinitionError` of the call, never the
-validator's exception.
+naming the server and the tool. So is a ``$ref`` that resolves nowhere (``refs.py``: a
+``$defs`` entry that does not exist, a remote schema — never fetched). What only shows when an
+instance is checked (a ``$ref`` that resolves only to itself) is a :class:`ToolDefinitionError`
+of the call, never the validator's exception.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from planrail.errors import ToolDefinitionError, ToolLoadError
+from planrail.integrations.mcp.refs import REGISTRY, dangling_ref
 
 __all__ = ["argument_problem", "checked_validator"]
 
@@ -35,22 +37,32 @@ def checked_validator(server: str, tool: str, label: str, schema: Mapping[str, A
         warnings.simplefilter("ignore", DeprecationWarning)
         cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        if "$schema" not in schema and _is_draft7(schema):
-            return jsonschema.Draft7Validator(schema)
-        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-        draft = cls.__name__.removesuffix("Validator")
-        raise ToolLoadError(
-            f"MCP server {server!r}: tool {tool!r} has an {label} that is not valid JSON Schema"
-            f" ({draft}) at {where}: {exc.message}"
-        ) from None
+        try:
+            cls.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            if "$schema" in schema or not _is_draft7(schema):
+                where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+                draft = cls.__name__.removesuffix("Validator")
+                raise ToolLoadError(
+                    f"MCP server {server!r}: tool {tool!r} has an {label} that is not valid"
+                    f" JSON Schema ({draft}) at {where}: {exc.message}"
+                ) from None
+            cls = jsonschema.Draft7Validator
+        dangling = dangling_ref(schema, cls.META_SCHEMA["$schema"])
+    except ToolLoadError:
+        raise
     except Exception as exc:  # the checker itself failed (a schema too deep to walk)
         raise ToolLoadError(
             f"MCP server {server!r}: tool {tool!r} has an {label} that cannot be checked:"
             f" {type(exc).__name__}: {exc}"
         ) from None
-    return cls(schema)
+    if dangling is not None:
+        ref, why = dangling
+        raise ToolLoadError(
+            f"MCP server {server!r}: tool {tool!r} has an {label} whose $ref {ref!r} resolves"
+            f" nowhere ({why})"
+        )
+    return cls(schema, registry=REGISTRY)
 
 
 def _is_draft7(schema: Mapping[str, Any]) -> bool:

@@ -123,10 +123,16 @@ class MCPTool:
                 else "it does not honour idempotency keys, so it is in doubt: decide with"
                 " `planrail resolve`"
             )
-            raise OutcomeUnknownError(
+            what = (
                 f"the connection to MCP server {self.server.name!r} dropped during the call of"
-                f" '{self.name}' ({exc}); it may or may not have happened; {then}",
-                in_doubt=not safe,
+                f" '{self.name}' ({exc})"
+                if exc.garbled is None
+                else f"MCP server {self.server.name!r} wrote a line on stdout that is not"
+                f" JSON-RPC ({exc.garbled}) while the call of '{self.name}' was in flight,"
+                " perhaps its answer, cut or garbled"
+            )
+            raise OutcomeUnknownError(
+                f"{what}; it may or may not have happened; {then}", in_doubt=not safe
             ) from exc
         except RuntimeError as exc:  # the SDK checked structured content against outputSchema
             raise OutputError(f"MCP tool '{self.name}': {exc}") from exc
