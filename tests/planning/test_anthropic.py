@@ -12,7 +12,7 @@ from planrail.llm import Message
 anthropic = pytest.importorskip("anthropic")
 
 from planrail.llm.anthropic_client import AnthropicClient  # noqa: E402
-from planrail.llm.errors import LLMUnavailableError  # noqa: E402
+from planrail.llm.errors import LLMAnswerError, LLMUnavailableError  # noqa: E402
 
 
 class _Messages:
@@ -66,3 +66,31 @@ async def test_rate_limit_maps_to_retryable() -> None:
         await llm.complete([Message("user", "hi")])
     assert info.value.retry_after == 4.0
     assert info.value.status == 429
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"id": "msg_1", ', "is not valid JSON ("),
+        (b'{"id": "\xff"}', "is not UTF-8 text (byte 8)"),
+    ],
+    ids=["not-json", "not-utf8"],
+)
+async def test_a_body_the_sdk_cannot_read_is_a_bad_answer(body: bytes, reason: str) -> None:
+    """The real SDK reading a 200 body that is not JSON or not UTF-8 raises ``json``'s own
+    errors (a traceback before); they are a retryable LLMAnswerError saying which."""
+    import httpx2
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=body, headers={"content-type": "application/json"})
+
+    sdk_client = anthropic.AsyncAnthropic(
+        api_key="k",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)),
+    )
+    llm = AnthropicClient("claude-x", client=sdk_client)
+    with pytest.raises(LLMAnswerError) as info:
+        await llm.complete([Message("user", "hi")])
+    assert info.value.message.startswith("anthropic: the response from api.anthropic.com ")
+    assert reason in info.value.message

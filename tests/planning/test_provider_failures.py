@@ -55,6 +55,26 @@ async def test_malformed_or_empty_answers_are_retried(
     assert clock.sleeps == [1.0]
 
 
+_NOT_UTF8 = (
+    b'{"id": "x", "object": "chat.completion", "choices": [{"message": {"content": "\xff"}}]}'
+)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+async def test_a_body_that_is_not_utf8_is_a_bad_answer_not_a_crash(
+    server: LLMTestServer, kit: Kit, clock: FakeClock, openai_llm: OpenAIClient, stream: bool
+) -> None:
+    """Bytes that are not UTF-8 (the SDK's JSON reading raised UnicodeDecodeError, a
+    traceback) are an LLMAnswerError naming the byte, retried like a malformed body."""
+    server.add(Reply(raw_body=_NOT_UTF8), Reply.json(good_plan()))
+    planner = Planner(openai_llm, kit.tools, clock=clock)
+    result = await planner.plan(GOAL, on_step=(lambda step: None) if stream else None)
+    assert clock.sleeps == [1.0]
+    (retry,) = result.attempts[0].retries
+    assert retry.startswith("attempt 1: openai: the response from http://127.0.0.1:")
+    assert retry.endswith("is not UTF-8 text (byte 78) (retrying in 1s)")
+
+
 async def test_timeout_is_retried(server: LLMTestServer, kit: Kit, clock: FakeClock) -> None:
     """A server that never answers times the client out; the retry then succeeds."""
     server.add(Reply.timeout(), Reply.json(good_plan()))

@@ -17,7 +17,7 @@ from typing import Any
 from planrail.llm.base import LLMResponse, Message, SDKClient, Usage
 from planrail.llm.errors import LLMAnswerError, LLMRequestError, MissingExtraError
 from planrail.llm.jsontext import extract_json
-from planrail.llm.provider_errors import map_sdk_error
+from planrail.llm.provider_errors import UNREADABLE_BODY, map_sdk_error, unreadable_body
 
 __all__ = ["AnthropicClient"]
 
@@ -99,6 +99,8 @@ class AnthropicClient(SDKClient):
             kwargs["tool_choice"] = {"type": "tool", "name": name}
         try:
             resp = await self._client.messages.create(**kwargs)
+        except UNREADABLE_BODY as exc:
+            raise unreadable_body(exc, "anthropic", self._where) from exc
         except self._sdk.AnthropicError as exc:
             raise map_sdk_error(exc, self._sdk, provider="anthropic", where=self._where) from exc
         raw_usage = getattr(resp, "usage", None)

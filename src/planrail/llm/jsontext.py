@@ -6,23 +6,47 @@ characters JSON does not escape (``\'``, ``\_``: habits from other languages and
 :func:`extract_json` accepts all of that, each with one reading only — and nothing more
 lenient: no single quotes, no comments, no guessing at truncated text. What it cannot read
 raises :class:`~planrail.llm.errors.LLMAnswerError` saying why, so the planner can tell the model.
+A key written twice in one object is read as JSON reads it (the last value), and reported to
+a caller who asks (``duplicates``): the planner refuses such a plan rather than guess.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrail.llm.errors import LLMAnswerError
+from planrail.plan.strict_json import path_of
 
-__all__ = ["balanced_end", "extract_json", "plain_escapes", "strip_trailing_commas"]
+__all__ = [
+    "RepeatedKey",
+    "balanced_end",
+    "extract_json",
+    "plain_escapes",
+    "strip_trailing_commas",
+]
+
+
+class RepeatedKey(NamedTuple):
+    """A key written more than once in one JSON object (only its last value is read)."""
+
+    where: str
+    """The JSONPath of the object (``$.steps[1]``)."""
+    key: str
+
+    @property
+    def path(self) -> str:
+        """The JSONPath of the key (``$.steps[1].args``)."""
+        return path_of(self.where, self.key)
+
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
 
 
-def extract_json(text: str) -> Any:
+def extract_json(text: str, *, duplicates: list[RepeatedKey] | None = None) -> Any:
     r"""The JSON value in ``text``: bare, inside a code fence, or surrounded by prose.
 
     Tolerated: trailing commas before ``}`` or ``]``; raw control characters (newlines, tabs)
@@ -30,43 +54,111 @@ def extract_json(text: str) -> Any:
     (``\'``), read as that character, as JavaScript reads it — except ``\$``, which could
     mean a literal ``${`` (a shell's reading) or a reference, and stays an error. Raises
     :class:`LLMAnswerError` for an empty answer or one holding no readable JSON.
+
+    A key repeated in one object keeps its last value; with a ``duplicates`` list, each such
+    key of the value returned is appended to it, in the order of the text.
     """
     stripped = text.strip()
     if not stripped:
         raise LLMAnswerError("the model's answer is empty", text=text)
-    candidates = [stripped]
-    candidates.extend(m.group(1).strip() for m in _FENCE.finditer(text))
-    start = _first_open(stripped)
-    if start is not None:
-        end = balanced_end(stripped, start)
-        candidates.append(stripped[start : end + 1] if end is not None else stripped[start:])
-    first_error: json.JSONDecodeError | None = None
-    for candidate in candidates:
-        for attempt in _variants(candidate):
+    candidates, unclosed = _candidates(text)
+    furthest: tuple[int, json.JSONDecodeError] | None = None  # (place in text, error)
+    for offset, candidate in candidates:
+        for n, attempt in enumerate(_variants(candidate)):
             try:
-                # strict=False: raw control characters (a newline) inside strings are read as
-                # themselves; grammar-constrained small models write them.
-                return json.loads(attempt, strict=False)
+                return _loads(attempt, duplicates)
             except json.JSONDecodeError as exc:
-                first_error = first_error or exc
+                if n == 0 and (furthest is None or offset + exc.pos > furthest[0]):
+                    furthest = (offset + exc.pos, exc)
             except ValueError as exc:  # e.g. an integer too long to convert
+                reason = str(exc).split(";")[0]  # not Python's advice on raising the limit
                 raise LLMAnswerError(
-                    f"the answer holds unreadable JSON: {exc}", text=text
+                    f"the answer holds unreadable JSON: {reason}", text=text
                 ) from None
             except RecursionError:  # no plan nests this deep (the loader's limit is 64)
                 raise LLMAnswerError(
                     "the answer holds JSON nested too deeply to read", text=text
                 ) from None
-    if start is None:
+    if _first_open(stripped, 0) is None:
         raise LLMAnswerError(
             f"the answer holds no JSON object: {_clip(stripped)!r}", text=text
         ) from None
-    where = (
-        f" (line {first_error.lineno}, column {first_error.colno}: {first_error.msg})"
-        if first_error is not None
-        else ""
-    )
-    raise LLMAnswerError(f"the answer is not valid JSON{where}", text=text) from None
+    where = ""
+    if furthest is not None:
+        at, error = furthest
+        line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+        where = f" (line {line}, column {column}: {error.msg})"
+    cut = "; the JSON in it never closes (was the answer cut off?)" if unclosed else ""
+    raise LLMAnswerError(f"the answer is not valid JSON{where}{cut}", text=text) from None
+
+
+_MAX_SEGMENTS = 16
+"""Most bracketed pieces of an answer tried as its JSON (prose may hold brackets before it)."""
+
+
+def _candidates(text: str) -> tuple[list[tuple[int, str]], bool]:
+    """Where the JSON may be, as ``(offset in text, text)``: the whole answer, each code
+    fence's content, then each bracketed piece in turn (its brackets balanced, strings
+    respected; each piece starts after the one before, so the text is scanned once). And
+    whether the last piece never closes."""
+    lead = len(text) - len(text.lstrip())
+    stripped = text.strip()
+    candidates = [(lead, stripped)]
+    for m in _FENCE.finditer(text):
+        body = m.group(1)
+        candidates.append((m.start(1) + len(body) - len(body.lstrip()), body.strip()))
+    start = _first_open(stripped, 0)
+    for _ in range(_MAX_SEGMENTS):
+        if start is None:
+            break
+        end = balanced_end(stripped, start)
+        piece = stripped[start:] if end is None else stripped[start : end + 1]
+        if piece != stripped:
+            candidates.append((lead + start, piece))
+        if end is None:
+            return candidates, True
+        start = _first_open(stripped, end + 1)
+    return candidates, False
+
+
+def _loads(text: str, duplicates: list[RepeatedKey] | None) -> Any:
+    # strict=False: raw control characters (a newline) inside strings are read as themselves;
+    # grammar-constrained small models write them.
+    if duplicates is None:
+        return json.loads(text, strict=False)
+    flagged: dict[int, list[str]] = {}
+    kept: list[dict[str, Any]] = []  # holds each flagged object, so its id stays its own
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            counts = Counter(k for k, _ in pairs)
+            flagged[id(obj)] = [k for k, n in counts.items() if n > 1]
+            kept.append(obj)
+        return obj
+
+    data = json.loads(text, strict=False, object_pairs_hook=pairs_hook)
+    if flagged:
+        duplicates.extend(_repeated_keys(data, flagged))
+    return data
+
+
+def _repeated_keys(data: Any, flagged: dict[int, list[str]]) -> list[RepeatedKey]:
+    """The flagged objects' repeated keys with their places, in document order (an object
+    that was itself a repeated key's overwritten value is not in ``data``: not reported)."""
+    found: list[RepeatedKey] = []
+    stack: list[tuple[str, Any]] = [("$", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            found.extend(RepeatedKey(where, k) for k in flagged.get(id(value), ()))
+            children: list[tuple[str, Any]] = [(path_of(where, k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            children = [(path_of(where, i), v) for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend(c for c in reversed(children) if isinstance(c[1], dict | list))
+    return found
 
 
 def _variants(candidate: str) -> Iterator[str]:
@@ -110,8 +202,8 @@ def plain_escapes(text: str) -> str:
     return "".join(out)
 
 
-def _first_open(text: str) -> int | None:
-    positions = [p for p in (text.find("{"), text.find("[")) if p >= 0]
+def _first_open(text: str, start: int) -> int | None:
+    positions = [p for p in (text.find("{", start), text.find("[", start)) if p >= 0]
     return min(positions) if positions else None
 
 

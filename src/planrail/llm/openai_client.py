@@ -37,7 +37,7 @@ from planrail.llm.errors import (
     MissingExtraError,
 )
 from planrail.llm.jsontext import extract_json
-from planrail.llm.provider_errors import map_sdk_error
+from planrail.llm.provider_errors import UNREADABLE_BODY, map_sdk_error, unreadable_body
 
 __all__ = ["DEFAULT_MAX_TOKENS", "OpenAIClient", "StructuredMode"]
 
@@ -173,8 +173,8 @@ class OpenAIClient(SDKClient):
             kwargs = self._request(messages, schema, schema_name, model, mode)
             try:
                 resp = await self._client.chat.completions.create(**kwargs)
-            except json.JSONDecodeError as exc:
-                raise _malformed(exc, self._where) from exc
+            except UNREADABLE_BODY as exc:
+                raise unreadable_body(exc, "openai", self._where) from exc
             except self._sdk.OpenAIError as exc:
                 err = map_sdk_error(exc, self._sdk, provider="openai", where=self._where)
                 final = self._refused(err, mode, schema, fallbacks)
@@ -242,8 +242,8 @@ class _OpenAIStream:
                 stream = await c._client.chat.completions.create(
                     **kwargs, stream=True, stream_options={"include_usage": True}
                 )
-            except json.JSONDecodeError as exc:
-                raise _malformed(exc, c._where) from exc
+            except UNREADABLE_BODY as exc:
+                raise unreadable_body(exc, "openai", c._where) from exc
             except sdk.OpenAIError as exc:
                 err = map_sdk_error(exc, sdk, provider="openai", where=c._where)
                 final = c._refused(err, mode, schema, fallbacks)
@@ -266,18 +266,14 @@ class _OpenAIStream:
                     if delta:
                         parts.append(delta)
                         yield delta
-        except json.JSONDecodeError as exc:
-            raise _malformed(exc, c._where) from exc
+        except UNREADABLE_BODY as exc:
+            raise unreadable_body(exc, "openai", c._where) from exc
         except sdk.OpenAIError as exc:
             raise map_sdk_error(exc, sdk, provider="openai", where=c._where) from exc
         text = "".join(parts)
         if usage is None:  # the server sent no usage chunk: a budget must still see the call
             usage = Usage.estimate(_sent(kwargs), text)
         self.response = _finish(text, usage, answered_by, schema, mode, finish, fallbacks)
-
-
-def _malformed(exc: json.JSONDecodeError, where: str) -> LLMAnswerError:
-    return LLMAnswerError(f"openai: the response from {where} is not valid JSON ({exc.msg})")
 
 
 def _usage(raw: Any) -> Usage:

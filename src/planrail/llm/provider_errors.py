@@ -3,10 +3,13 @@
 Both SDKs share one error shape: ``APITimeoutError`` < ``APIConnectionError`` < ``APIError``,
 and ``APIStatusError`` (with ``status_code`` and ``response.headers``). Retryable: timeouts,
 connection errors, 408, 409, 429 and 5xx (``Retry-After`` honoured); anything else is final.
+A body the SDK cannot read (not JSON, or not UTF-8: the SDKs raise ``json``'s own errors, not
+theirs) is a retryable :class:`LLMAnswerError` (:data:`UNREADABLE_BODY`, :func:`unreadable_body`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
@@ -14,12 +17,32 @@ from typing import Any
 from planrail.errors import PlanrailError
 from planrail.llm.errors import LLMAnswerError, LLMRequestError, LLMUnavailableError
 
-__all__ = ["RETRYABLE_STATUS", "map_sdk_error", "retry_after_seconds"]
+__all__ = [
+    "RETRYABLE_STATUS",
+    "UNREADABLE_BODY",
+    "map_sdk_error",
+    "retry_after_seconds",
+    "unreadable_body",
+]
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """HTTP statuses worth another attempt besides every 5xx."""
 
 _MAX_RETRY_AFTER = 3600.0
+
+UNREADABLE_BODY = (json.JSONDecodeError, UnicodeDecodeError)
+"""What an SDK raises for a response body it cannot read (``json.loads`` of the bytes)."""
+
+
+def unreadable_body(
+    exc: json.JSONDecodeError | UnicodeDecodeError, provider: str, where: str
+) -> LLMAnswerError:
+    """The bad answer that a body the SDK could not read is."""
+    if isinstance(exc, UnicodeDecodeError):
+        return LLMAnswerError(
+            f"{provider}: the response from {where} is not UTF-8 text (byte {exc.start})"
+        )
+    return LLMAnswerError(f"{provider}: the response from {where} is not valid JSON ({exc.msg})")
 
 
 def retry_after_seconds(headers: Mapping[str, str] | Any) -> float | None:

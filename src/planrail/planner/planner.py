@@ -7,13 +7,14 @@ model with every issue in a repair prompt, up to ``max_repairs`` times. Every at
 messages sent, the raw answer, the issues, the automatic fixes, the structured-output form the
 provider was asked in — is kept for the trace and the run's record.
 
-An answer cut off at ``max_tokens`` is never parsed (issue ``answer_cut_off``); a plan without
-steps is an error (``empty_plan``); a model that answers a repair with its previous answer
-again (the same JSON, however spaced) is not asked a third time (``repeated_answer``); a
-request that does not fit the model's context ends planning with ``context_length`` instead
-of being mistaken for a refused schema. The prompt is ``full``
-(:mod:`planrail.planner.prompt`) or ``compact`` (:mod:`planrail.planner.compact`); ``auto``
-picks compact for small contexts.
+An answer cut off at ``max_tokens`` is never parsed (issue ``answer_cut_off``), nor one larger
+than a plan file may be (``limit_exceeded``); an object holding a key twice is refused
+(``duplicate_key``: which value was meant is the model's to say; :mod:`.answer`); a plan
+without steps is an error (``empty_plan``); a model that answers a repair with its previous
+answer again (the same JSON, however spaced) is not asked a third time (``repeated_answer``);
+a request that does not fit the model's context ends planning with ``context_length`` instead
+of being mistaken for a refused schema. The prompt is ``full`` (:mod:`planrail.planner.prompt`)
+or ``compact`` (:mod:`planrail.planner.compact`); ``auto`` picks compact for small contexts.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from planrail.clock import SYSTEM_CLOCK
 from planrail.errors import PlanError, RetryableError
 from planrail.llm.base import LLM, LLMResponse, Message, Usage
 from planrail.llm.errors import LLMAnswerError, LLMContextLengthError
-from planrail.llm.jsontext import extract_json
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
 from planrail.plan.repair import repair
 from planrail.plan.tools import Tool, ToolRegistry, ToolSpec
 from planrail.plan.validate import Issue, ValidationOptions, ValidationReport
 from planrail.planner import prompt as prompts
+from planrail.planner.answer import read_answer, same_answer
 from planrail.planner.compact import COMPACT_CONTEXT, compact_messages, compact_repair_message
 from planrail.planner.finished import DATA_NOTE, ReplanView, shown_outputs
 from planrail.planner.fixes import prefix_fixes, prefix_ids
@@ -318,7 +319,7 @@ class Planner:
                 at=self.clock.now(),
                 usage=response.usage.to_dict(),
             )
-            if n > 0 and _same_answer(response.text, attempts[-2].raw):
+            if n > 0 and same_answer(response.text, attempts[-2].raw):
                 # Asking again would get the same answer: stop, keeping what was wrong with it.
                 attempt.issues = [
                     *attempts[-2].issues,
@@ -333,7 +334,8 @@ class Planner:
                     "plan_invalid", attempt=n + 1, issues=[i.to_dict() for i in attempt.issues]
                 )
                 break
-            repaired, data = self._read(response, attempt)
+            repaired: dict[str, Any] | None = None
+            data, attempt.issues = read_answer(response, self.limits or PlanLimits())
             if data is not None:
                 repaired, attempt.changes, report = check(data)
                 if kind == "plan" and not _new_steps(data):
@@ -365,33 +367,6 @@ class Planner:
             f" ({self.max_repairs} repair{'s' if self.max_repairs != 1 else ''} allowed): {shown}",
             attempts,
         )
-
-    def _read(
-        self, response: LLMResponse, attempt: Attempt
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """The plan data in an answer (``None`` with ``attempt.issues`` set when there is none)."""
-        if response.cut_off:
-            attempt.issues = [
-                Issue(
-                    "answer_cut_off",
-                    None,
-                    "$",
-                    f"your answer was cut off after {response.usage.output_tokens} tokens"
-                    " (max_tokens): write a shorter plan, fewer steps, no descriptions",
-                )
-            ]
-            return None, None
-        try:
-            data = response.data if response.data is not None else extract_json(response.text)
-        except LLMAnswerError as exc:
-            attempt.issues = [Issue("parse_error", None, "$", exc.message)]
-            return None, None
-        if isinstance(data, list):  # a bare list of steps
-            data = {"steps": data}
-        if not isinstance(data, dict):
-            attempt.issues = [Issue("parse_error", None, "$", "the plan must be a JSON object")]
-            return None, None
-        return None, data
 
     def _repair_messages(
         self,
@@ -433,9 +408,12 @@ class Planner:
             return await call_with_retry(once, self.retry, self.clock, on_retry)
         except RetryableError as exc:
             tries = len(attempt.retries) + 1
+            # an empty answer (or a body that is not JSON) was an answer: the model was asked
+            failed = (
+                "gave no usable answer" if isinstance(exc, LLMAnswerError) else "could not be asked"
+            )
             raise PlanningError(
-                f"the model could not be asked ({tries} attempt{'s' if tries > 1 else ''}):"
-                f" {exc.message}",
+                f"the model {failed} ({tries} attempt{'s' if tries > 1 else ''}): {exc.message}",
                 [attempt],
             ) from exc
 
@@ -452,17 +430,6 @@ class Planner:
             raise LLMAnswerError("the stream ended without an answer")
         self._event("plan_streamed", steps=scanner.count)
         return stream.response
-
-
-def _same_answer(text: str, before: str) -> bool:
-    """Whether ``text`` says what ``before`` said: the same JSON (spacing and key order aside),
-    or the same text when either is not JSON."""
-    if text.strip() == before.strip():
-        return True
-    try:
-        return bool(extract_json(text) == extract_json(before))
-    except LLMAnswerError:
-        return False
 
 
 def _new_steps(data: dict[str, Any]) -> bool:

@@ -3,7 +3,8 @@
 :class:`StepStream` is fed the model's text as it arrives and returns each element of the
 top-level ``"steps"`` array as soon as its closing brace has arrived. It never parses the
 whole document again: each character is looked at once. Prose or a code fence before the
-JSON is skipped; anything it cannot read is left to the planner's full parse at the end.
+JSON is skipped; anything it cannot read, and a step that holds a key twice (which value was
+meant?), is left to the planner's full parse at the end.
 """
 
 from __future__ import annotations
@@ -107,10 +108,23 @@ def _as_key(token: str | None) -> str | None:
 def _parse(text: str) -> dict[str, Any] | None:
     for attempt in (text, strip_trailing_commas(text)):
         try:
-            value = json.loads(attempt)
+            value = json.loads(attempt, object_pairs_hook=_unique)
+        except _RepeatedKey:  # which value was meant is for the model to say: not startable
+            return None
         except ValueError:
             continue
         except RecursionError:  # nested too deep to be a step: the whole answer says so
             return None
         return value if isinstance(value, dict) else None
     return None
+
+
+class _RepeatedKey(Exception):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _RepeatedKey
+    return obj
