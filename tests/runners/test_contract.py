@@ -212,6 +212,63 @@ async def test_a_timed_out_call_is_recorded_and_stopped_where_it_can_be(
         assert stopped == started
 
 
+async def test_an_unsafe_call_cut_by_its_timeout_is_in_doubt_and_called_once(
+    runner: Any, ledger: Ledger
+) -> None:
+    """The payment reached the receiver before the timeout cut the call: retrying would pay
+    twice, so the step is ``in_doubt`` after one call (its three attempts unused) and its
+    dependent waits. The receiver's ledger holds one effect."""
+    at = str(ledger)
+    retry = {"max_attempts": 3, "initial_delay": 0, "jitter": 0}
+    plan = {
+        "steps": [
+            {
+                "id": "pay",
+                "tool": "apay_then_wait",
+                "args": {"ledger": at, "step": "pay"},
+                "timeout": 1.0,
+                "retry": retry,
+            },
+            {
+                "id": "after",
+                "tool": "work",
+                "args": {"ledger": at, "step": "after"},
+                "depends_on": ["pay"],
+            },
+        ]
+    }
+    result = await run(plan, runner)
+    pay = result.steps["pay"]
+    assert pay.status == S.IN_DOUBT, pay.error
+    assert pay.attempts == 1
+    assert pay.error is not None
+    assert pay.error["type"] == "CallCrashedError"
+    assert result.steps["after"].status == S.PENDING
+    assert len(ledger.calls("pay")) == 1
+    assert len(ledger.entries("effect")) == 1
+    assert len(ledger.entries("stopped")) == 1, "the call was really stopped"
+
+
+async def test_a_keyed_call_cut_by_its_timeout_is_retried_with_the_same_key(
+    runner: Any, ledger: Ledger
+) -> None:
+    """The receiver honours the key: the retry after the timeout pays nothing twice."""
+    at = str(ledger)
+    retry = {"max_attempts": 3, "initial_delay": 0, "jitter": 0}
+    step = {
+        "id": "pay",
+        "tool": "apay_keyed_then_wait",
+        "args": {"ledger": at, "step": "pay"},
+        "timeout": 1.0,
+        "retry": retry,
+    }
+    result = await run({"steps": [step]}, runner)
+    assert result.steps["pay"].status == S.SUCCEEDED
+    calls = ledger.calls("pay")
+    assert [c["key"] for c in calls] == [f"{result.run_id}:pay"] * 2
+    assert len(ledger.entries("effect")) == 1
+
+
 class _OnStarted:
     """An observer that sets an event when a given step starts."""
 

@@ -148,12 +148,17 @@ def _release(ledger: str) -> int:
 async def ablock(ctx: StepContext, ledger: str, step: str) -> int:
     """Wait until cancelled (recorded), or until the test lets go: the loop watches the FIFO."""
     _start(ledger, step, ctx)
+    await _until_released_or_stopped(ledger, step)
+    return 0
+
+
+async def _until_released_or_stopped(ledger: str, step: str) -> None:
+    """Until the test lets go, or until cancelled (recorded as ``stopped``)."""
     try:
         await _until_released(ledger)
     except asyncio.CancelledError:
         record(ledger, ev="stopped", step=step)
         raise
-    return 0
 
 
 async def _until_released(ledger: str) -> None:
@@ -285,6 +290,29 @@ async def apay_unsafe(ctx: StepContext, ledger: str, step: str) -> str:
     os._exit(1)
 
 
+# ------------------------------------------------------------------ effects cut by a timeout
+
+
+@planrail.tool(side_effects="unsafe")
+async def apay_then_wait(ctx: StepContext, ledger: str, step: str) -> str:
+    """Apply a payment with no key, then wait for the answer until cancelled (a timeout)."""
+    _start(ledger, step, ctx)
+    apply_effect(ledger, f"pay:{step}", None)
+    await _until_released_or_stopped(ledger, step)
+    return "paid"
+
+
+@planrail.tool(side_effects="keyed")
+async def apay_keyed_then_wait(ctx: StepContext, ledger: str, step: str) -> str:
+    """Apply a payment keyed by the idempotency key; the first attempt then waits until it is
+    cancelled (a timeout), a later one answers at once."""
+    _start(ledger, step, ctx)
+    apply_effect(ledger, f"pay:{step}", ctx.idempotency_key)
+    if ctx.attempt == 1:
+        await _until_released_or_stopped(ledger, step)
+    return "paid"
+
+
 @planrail.tool(side_effects="none", compute={"num_cpus": 2})
 def wide(ctx: StepContext, ledger: str, step: str) -> int:
     """Declares two CPUs: on Ray, it runs alone on the two-CPU test runtime."""
@@ -312,5 +340,7 @@ ALL = [
     pay_unsafe,
     apay_keyed,
     apay_unsafe,
+    apay_then_wait,
+    apay_keyed_then_wait,
     wide,
 ]

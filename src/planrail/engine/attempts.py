@@ -202,9 +202,11 @@ class AttemptLoop:
                 if stop_at is not None and (cut is None or stop_at - began < cut):
                     cut = stop_at - began
                 found, token = watch_calls()
+                cut_short = False
                 try:
                     output = await race(clock, a.perform(n), cut)
                 except TimedOut:
+                    cut_short = cut is not None and cut > 0  # else the call was never made
                     if a.timeout is not None and cut == a.timeout:
                         exc: Exception = AttemptTimeoutError(
                             f"attempt {n} of step '{sid}' timed out after {a.timeout:g}s",
@@ -231,10 +233,11 @@ class AttemptLoop:
                 finally:
                     stop_watching(token)
                 running = [f for f in found.running if not f.done()]
-                # An unsafe call that could not be stopped runs on, or was killed mid-call: it
-                # may yet take effect, or may have taken it.
-                if (running or found.killed) and not a.keyed:
-                    exc = self._abandoned(a, n, exc, killed=not running)
+                # An unsafe call that could not be stopped runs on, was killed mid-call, or was
+                # cancelled mid-call (an async call; any call not known to have been queued
+                # still): it may yet take effect, or may have taken it.
+                if not a.keyed and (running or found.killed or (cut_short and not found.queued)):
+                    exc = self._abandoned(a, n, exc, running=bool(running), killed=found.killed)
             finally:
                 if limited:
                     assert a.resource is not None
@@ -265,16 +268,18 @@ class AttemptLoop:
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
-    def _abandoned(a: Attempt, n: int, exc: Exception, *, killed: bool = False) -> Exception:
-        """The error of an attempt of an unsafe tool that timed out while its sync call ran on
-        (in doubt, never retried: a retry would overlap it, and it may yet take effect), or
-        whose worker process was killed mid-call (it may have taken effect first)."""
+    def _abandoned(a: Attempt, n: int, exc: Exception, *, running: bool, killed: int) -> Exception:
+        """The error of an attempt of an unsafe tool whose call was under way when it ended: a
+        sync call that timed out and runs on (a retry would overlap it, and it may yet take
+        effect), a call whose worker process was killed, or one cancelled mid-call on its
+        timeout (it may have taken effect first). In doubt, never retried."""
         why = message_of(exc)
-        fate = (
-            "its worker process was killed mid-call: it may or may not have taken effect"
-            if killed
-            else "its call could not be stopped and still runs: it may or may not take effect"
-        )
+        if running:
+            fate = "its call could not be stopped and still runs: it may or may not take effect"
+        elif killed:
+            fate = "its worker process was killed mid-call: it may or may not have taken effect"
+        else:
+            fate = "its call was cancelled mid-call: it may or may not have taken effect"
         return CallCrashedError(
             f"{why}; {fate}; decide with `planrail resolve`",
             in_doubt=True,

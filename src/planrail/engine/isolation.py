@@ -131,7 +131,14 @@ class ProcessWorkers:
         where = _where(tool)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_workers)
-        async with self._slots:
+        try:
+            await self._slots.acquire()
+        except asyncio.CancelledError:
+            found = watching()
+            if found is not None and kwargs is not None:  # cut while waiting: never sent
+                found.queued += 1
+            raise
+        try:
             if worker is None:
                 worker = self._idle.pop() if self._idle else _Worker()
             loop = asyncio.get_running_loop()
@@ -160,6 +167,8 @@ class ProcessWorkers:
                 ) from None
             loop.remove_reader(fd)
             self._idle.append(worker)
+        finally:
+            self._slots.release()
         if kind == "error":
             raise value
         return value

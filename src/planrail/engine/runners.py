@@ -10,7 +10,9 @@ cancelled run) while its function runs, the call is *abandoned*: the runner stop
 the attempt loop learns of it through :func:`watching` so that the call keeps holding its
 resource (and its place under the run's ``max_concurrency``) until its thread returns, and no
 retry overlaps it unless its tool allows that. A call that is *killed* mid-call (a worker process
-terminated on timeout) is reported there too: it may have taken effect before it was killed.
+terminated on timeout) is reported there too: it may have taken effect before it was killed. So
+is a call cancelled before it began (*queued*: waiting for a thread or a worker), which had no
+effect; any other call cut by a timeout was under way (see :mod:`planrail.engine.attempts`).
 The threads are daemons: the process exits when the run is over even if an abandoned call never
 returns.
 """
@@ -47,6 +49,8 @@ class CallWatch:
     """Abandoned calls (cancelled while their thread ran): they may still take effect."""
     killed: int = 0
     """Calls killed mid-call (a worker process terminated): they may have taken effect."""
+    queued: int = 0
+    """Calls cancelled before they began (waiting for a thread or a worker): no effect."""
 
 
 _WATCH: contextvars.ContextVar[CallWatch | None] = contextvars.ContextVar(
@@ -171,11 +175,14 @@ class LocalRunner:
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
-            if not future.cancel():  # already running: abandoned, not stopped
+            found = watching()
+            if future.cancel():  # still waiting for a thread: it never ran
+                if found is not None:
+                    found.queued += 1
+            else:  # already running: abandoned, not stopped
                 self._abandoned.add(future)
                 loop = asyncio.get_running_loop()
                 future.add_done_callback(functools.partial(self._returned, loop))
-                found = watching()
                 if found is not None:
                     found.running.append(future)
             raise
