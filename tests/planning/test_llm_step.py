@@ -79,3 +79,30 @@ def test_step_messages_shape() -> None:
     assert "</data>\n\n" in messages[1].content
     assert "The goal is still: G" in messages[1].content
     assert messages[1].content.endswith("nothing else.")
+
+
+async def test_an_answer_holding_a_key_twice_is_asked_again_not_read_as_its_last_value(
+    kit: Kit,
+) -> None:
+    """``{"lines": [...], "lines": [...]}``: JSON readers keep the last value silently, and a
+    dependent would get lines the model may not have meant. The attempt fails naming the
+    place (a retryable answer error), and the step's retry asks the model again."""
+    plan = {
+        **PLAN,
+        "steps": [
+            *PLAN["steps"][:2],
+            {**PLAN["steps"][2], "retry": {"max_attempts": 2, "initial_delay": 0}},
+            PLAN["steps"][3],
+        ],
+    }
+    twice = Scripted('{"lines": ["meant", "b", "c"], "lines": ["last"]}')
+    llm = ScriptedLLM([plan, twice, {"lines": ["a", "b", "c"]}, "Yes."])
+    result = await Agent(llm, kit.tools, approval=approve_all).run(GOAL)
+    assert result.status == "succeeded", result.reason
+    assert result.output == {"first_line": "a", "review": "Yes."}
+    assert result.run is not None
+    poem = result.run.steps["poem"]
+    assert poem.attempts == 2
+    (first,) = [a for a in poem.attempt_history if a.get("error")]
+    assert "$.lines" in first["error"]["message"]
+    assert "more than once" in first["error"]["message"]

@@ -23,6 +23,7 @@ from planrail.plan.strict_json import path_of
 
 __all__ = [
     "RepeatedKey",
+    "answer_data",
     "balanced_end",
     "extract_json",
     "plain_escapes",
@@ -41,6 +42,20 @@ class RepeatedKey(NamedTuple):
     def path(self) -> str:
         """The JSONPath of the key (``$.steps[1].args``)."""
         return path_of(self.where, self.key)
+
+
+def answer_data(text: str, data: Any, duplicates: list[RepeatedKey]) -> Any:
+    """The JSON value of a model's answer: ``data`` when its client read it already, else
+    what :func:`extract_json` reads in ``text``. The text is read either way, for the keys it
+    repeats (appended to ``duplicates``; the client's reading kept the last value silently):
+    with any, the text's own reading is returned, so their places name what is returned."""
+    try:
+        found = extract_json(text, duplicates=duplicates)
+    except LLMAnswerError:
+        if data is None:
+            raise
+        return data
+    return found if data is None or duplicates else data
 
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)```", re.DOTALL)

@@ -15,7 +15,7 @@ from typing import Any
 from planrail._json import encoder
 from planrail.llm.base import LLMResponse
 from planrail.llm.errors import LLMAnswerError
-from planrail.llm.jsontext import RepeatedKey, extract_json
+from planrail.llm.jsontext import RepeatedKey, answer_data, extract_json
 from planrail.plan.loader import PlanLimits
 from planrail.plan.validate import Issue
 
@@ -50,14 +50,10 @@ def read_answer(
             )
         ]
     repeated: list[RepeatedKey] = []
-    try:  # the text, even when the client read it: its reading did not look for repeated keys
-        data = extract_json(response.text, duplicates=repeated)
+    try:
+        data = answer_data(response.text, response.data, repeated)
     except LLMAnswerError as exc:
-        if response.data is None:
-            return None, [Issue("parse_error", None, "$", exc.message)]
-        data = response.data
-    if response.data is not None and not repeated:
-        data = response.data
+        return None, [Issue("parse_error", None, "$", exc.message)]
     if isinstance(data, list):
         data = {"steps": data}
     if repeated:

@@ -18,7 +18,7 @@ from planrail.engine.step_runner import Call
 from planrail.errors import ReferenceSyntaxError
 from planrail.llm.base import LLM, Message
 from planrail.llm.errors import LLMAnswerError
-from planrail.llm.jsontext import extract_json
+from planrail.llm.jsontext import RepeatedKey, answer_data
 from planrail.llm.models import split_model_name
 from planrail.plan import schema as js
 from planrail.plan.refs import Parse, parse_template
@@ -139,7 +139,15 @@ class LLMStepHandler:
             if odd is not None:  # what no store, dependent or terminal could take
                 raise LLMAnswerError(f"the answer is not strict JSON: {odd}")
             return response.text
-        data = response.data if response.data is not None else extract_json(response.text)
+        repeated: list[RepeatedKey] = []
+        data = answer_data(response.text, response.data, repeated)
+        if repeated:  # which of the values was meant is the model's to say: ask again
+            shown = ", ".join(r.path for r in repeated[:5])
+            raise LLMAnswerError(
+                f"the answer holds a key more than once in one object ({shown}): only the last"
+                " value would be read, and it may not be the one meant",
+                text=response.text,
+            )
         odd = odd_value(data)
         if odd is not None:
             raise LLMAnswerError(f"the answer is not strict JSON: {odd}")
