@@ -148,6 +148,23 @@ async def test_an_answer_larger_than_a_plan_file_may_be_is_not_read(kit: Kit) ->
     assert len(llm.requests) == 2
 
 
+async def test_an_answer_with_more_steps_than_max_steps_is_sent_back(kit: Kit) -> None:
+    """The schema asks for at most ``max_steps`` steps; a model answering without it (JSON
+    mode, a provider that ignores ``maxItems``) is held to the same bound by the planner."""
+    plan = good_plan()
+    extra = [{"id": f"more_{i}", "tool": "search", "args": {"query": f"q{i}"}} for i in range(3)]
+    long = {**plan, "steps": [*plan["steps"], *extra]}
+    allowed = len(plan["steps"])
+    llm = ScriptedLLM([long, GOOD])
+    result = await Planner(llm, kit.tools, max_steps=allowed).plan(GOAL)
+    (issue,) = result.attempts[0].issues
+    assert issue.code == "limit_exceeded"
+    assert issue.path == "$.steps"
+    assert f"has {allowed + 3} steps; at most {allowed} are allowed" in issue.message
+    assert len(result.plan.steps) == allowed
+    assert len(llm.requests) == 2
+
+
 async def test_a_model_that_only_answers_nothing_ends_planning_saying_so(
     kit: Kit, clock: FakeClock
 ) -> None:

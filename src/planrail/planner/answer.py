@@ -23,11 +23,12 @@ __all__ = ["read_answer", "same_answer"]
 
 
 def read_answer(
-    response: LLMResponse, limits: PlanLimits
+    response: LLMResponse, limits: PlanLimits, max_steps: int | None = None
 ) -> tuple[dict[str, Any] | None, list[Issue]]:
     """The plan data in ``response`` (a bare list of steps is read as the plan's ``steps``),
     or ``None`` and the issues to tell the model. An answer larger than a plan file may be
-    (``limits.max_plan_bytes``) is not read."""
+    (``limits.max_plan_bytes``) is not read; one with more than ``max_steps`` steps (what the
+    request's schema allows, which a model answering without it may not keep to) is refused."""
     size = _size(response.text, limits.max_plan_bytes)
     if size > limits.max_plan_bytes:
         return None, [
@@ -60,6 +61,17 @@ def read_answer(
         return None, [_repeated_issue(r, data) for r in repeated]
     if not isinstance(data, dict):
         return None, [Issue("parse_error", None, "$", "the plan must be a JSON object")]
+    steps = data.get("steps")
+    if max_steps is not None and isinstance(steps, list) and len(steps) > max_steps:
+        return None, [
+            Issue(
+                "limit_exceeded",
+                None,
+                "$.steps",
+                f"your plan has {len(steps)} steps; at most {max_steps} are allowed"
+                " (Planner(max_steps)): merge steps or leave out what the goal does not need",
+            )
+        ]
     return data, []
 
 

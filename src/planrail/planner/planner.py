@@ -166,6 +166,8 @@ class Planner:
         makes a placeholder in a world-changing step an error, which the model is asked to
         repair, instead of a plan that its run then refuses)."""
         self.llm_steps = llm_steps
+        self.max_steps = max_steps
+        """Most steps in one answer: the schema's bound, and refused beyond it."""
         self.schema = prompts.plan_schema(self.registry, llm_steps=llm_steps, max_steps=max_steps)
         self.on_event = on_event
         window = getattr(llm, "context_window", None)
@@ -335,7 +337,9 @@ class Planner:
                 )
                 break
             repaired: dict[str, Any] | None = None
-            data, attempt.issues = read_answer(response, self.limits or PlanLimits())
+            data, attempt.issues = read_answer(
+                response, self.limits or PlanLimits(), self.max_steps
+            )
             if data is not None:
                 repaired, attempt.changes, report = check(data)
                 if kind == "plan" and not _new_steps(data):
