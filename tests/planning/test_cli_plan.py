@@ -210,3 +210,21 @@ def test_plan_strict_has_the_model_repair_a_placeholder(
     assert [a["kind"] for a in data["planning"]] == ["plan", "repair"]
     assert data["planning"][0]["issues"][0]["code"] == "placeholder_literal"
     assert sorted(_calls(log)) == ["create_account", "search", "send_email"]
+
+
+def test_max_steps_bounds_the_schema_sent_and_the_answer(
+    tmp_path: Path, server: LLMTestServer
+) -> None:
+    """``--max-steps 2``: the request's schema allows two steps, and a four-step answer (the
+    server does not enforce the schema) is sent back, then the two-step repair runs."""
+    module, log = _tools(tmp_path)
+    two = {"steps": [{"id": "s", "tool": "search", "args": {"query": "q"}, "depends_on": []}]}
+    server.add(Reply.json(good_plan()), Reply.json(two))
+    result = _plan(module, server, "--max-steps", "2", "--yes", "--no-stream", "--json")
+    assert result.exit_code == 0, result.output
+    schema = server.completions[0].body["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["steps"]["maxItems"] == 2
+    planning = json.loads(result.stdout)["planning"]
+    assert planning[0]["issues"][0]["code"] == "limit_exceeded"
+    assert _calls(log) == ["search"]
+    assert _plan(module, server, "--max-steps", "0").exit_code == 2

@@ -42,6 +42,7 @@ from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
 from planrail.planner.finished import ReplanView, shape
 from planrail.planner.planner import Planner, PlanningError, PromptMode
 from planrail.planner.retry import LLMRetry
+from planrail.planner.schema import DEFAULT_MAX_STEPS
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy
 from planrail.runs.build import prepare, validation_options
@@ -80,8 +81,9 @@ class Agent:
 
     ``approval`` is asked whenever ``approval_policy`` names steps (default: those that change
     the world); without a callback such a plan is refused. ``max_replans`` (default 0) bounds
-    how often a failed run is replanned. ``stream`` lets read-only steps start while the plan
-    is still streaming, when the model streams.
+    how often a failed run is replanned; ``max_steps`` (default 10) is the most steps one plan
+    (or replan) may have, in the schema the model is sent and in its answer. ``stream`` lets
+    read-only steps start while the plan is still streaming, when the model streams.
 
     Every plan runs through the one run path (:func:`planrail.runs.prepare`): with ``store``
     each plan version is a stored, resumable run (the first as ``run_id``, replan N as
@@ -115,9 +117,13 @@ class Agent:
         approve_call: ApproveCall | None = None,
         run_id: str | None = None,
         prompt: PromptMode = "auto",
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
         if max_replans < 0:
             raise ValueError("max_replans must be >= 0")
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        self.max_steps = max_steps
         self.llm = llm
         self.registry = ToolRegistry.of(tools)
         self.approval = approval
@@ -204,6 +210,7 @@ class Agent:
             llm,
             self.registry,
             max_repairs=self.max_repairs,
+            max_steps=self.max_steps,
             retry=self.retry,
             clock=self.clock,
             options=validation_options(self.security),

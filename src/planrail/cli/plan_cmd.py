@@ -48,6 +48,7 @@ from planrail.errors import PlanrailError
 from planrail.llm import Budget, PriceTable, open_llm
 from planrail.plan.secrets import Redactor
 from planrail.plan.validate import Issue
+from planrail.planner.schema import DEFAULT_MAX_STEPS
 
 __all__: list[str] = []
 
@@ -85,6 +86,9 @@ def plan_cmd(
         typer.Option("--stream/--no-stream", help="Start read-only steps while the plan streams."),
     ] = True,
     max_repairs: Annotated[int, typer.Option(min=0, help="Repair prompts per plan.")] = 3,
+    max_steps: Annotated[
+        int, typer.Option(min=1, help="Most steps in one plan (the schema's and the answer's).")
+    ] = DEFAULT_MAX_STEPS,
     max_replans: Annotated[int, typer.Option(min=0, help="Replans after a failed step.")] = 0,
     max_llm_calls: Annotated[int | None, typer.Option(min=0, help="Budget: model calls.")] = None,
     max_input_tokens: Annotated[
@@ -190,6 +194,7 @@ def plan_cmd(
             budget=budget,
             prices=table,
             max_repairs=max_repairs,
+            max_steps=max_steps,
             max_replans=max_replans,
             stream=stream,
             max_concurrency=max_concurrency,
