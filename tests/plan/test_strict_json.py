@@ -108,3 +108,19 @@ def test_a_field_into_an_object_of_unknown_shape_warns_unchecked_reference() -> 
     assert [(w.code, w.path) for w in report.warnings] == [
         ("unchecked_reference", "$.steps[1].args.url")
     ]
+
+
+def test_a_repeated_key_that_is_no_identifier_is_quoted_in_its_path() -> None:
+    """``"my key"`` twice, in JSON and in YAML: the path is ``$.steps[0].args['my key']``, the
+    form every other issue uses (``$.steps[0].args.my key`` read as two things)."""
+    text = (
+        '{"steps": [{"id": "a", "tool": "fetch", "args": {"url": "x", "h x": {"my key": 1,'
+        ' "my key": 2}}}]}'
+    )
+    paths = [e.path for e in validate(text, TOOLS).errors if e.code == "duplicate_key"]
+    assert paths == ["$.steps[0].args['h x']['my key']"]
+    yaml_text = (
+        "steps:\n  - id: a\n    tool: fetch\n    args: {url: x, 'h x': {my key: 1, my key: 2}}\n"
+    )
+    paths = [e.path for e in validate(yaml_text, TOOLS).errors if e.code == "duplicate_key"]
+    assert paths == ["$.steps[0].args['h x']['my key']"]

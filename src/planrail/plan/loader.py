@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from planrail.errors import PlanLoadError
-from planrail.plan.strict_json import lone_surrogate, surrogate_problem
+from planrail.plan.strict_json import lone_surrogate, path_of, surrogate_problem
 
 __all__ = [
     "DuplicateKeyError",
@@ -170,7 +170,7 @@ def _parse_json(text: str, found: Duplicates) -> Any:
         where = {id(d): keys for d, keys in flagged}
         for path, value in _walk_containers(data):
             for key in where.pop(id(value), ()):
-                found.append((f"{path}.{key}", _duplicate_message(key)))
+                found.append((path_of(path, key), _duplicate_message(key)))
     return data
 
 
@@ -182,7 +182,7 @@ def _walk_containers(data: Any) -> list[tuple[str, Any]]:
         path, v = stack.pop()
         if isinstance(v, dict):
             out.append((path, v))
-            stack.extend((f"{path}.{k}", x) for k, x in v.items())
+            stack.extend((path_of(path, k), x) for k, x in v.items())
         elif isinstance(v, list):
             stack.extend((f"{path}[{i}]", x) for i, x in enumerate(v))
     return out
@@ -243,9 +243,9 @@ def _parse_yaml(text: str, found: Duplicates) -> Any:
             seen.add(id(node))
             if isinstance(node, yaml.MappingNode):
                 for key, line in loader.flagged.get(id(node), ()):
-                    found.append((f"{path}.{key}", _duplicate_message(key, line)))
+                    found.append((path_of(path, key), _duplicate_message(key, line)))
                 pairs = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
-                stack.extend((f"{path}.{k.value}", v) for k, v in pairs)
+                stack.extend((path_of(path, k.value), v) for k, v in pairs)
             elif isinstance(node, yaml.SequenceNode):
                 stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node.value))
         found.sort()

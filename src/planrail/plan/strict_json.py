@@ -71,7 +71,7 @@ def surrogate_problem(text: str) -> str | None:
 
 
 def path_of(parent: str, key: Any) -> str:
-    """The JSONPath-like place of ``key`` under ``parent``: ``$.a``, ``$[2]``, ``$["a b"]``."""
+    """The JSONPath-like place of ``key`` under ``parent``: ``$.a``, ``$[2]``, ``$['a b']``."""
     if isinstance(key, int) and not isinstance(key, bool):
         return f"{parent}[{key}]"
     text = str(key)
