@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from planrail.llm.errors import LLMAnswerError
-from planrail.plan.strict_json import path_of
+from planrail.plan.strict_json import loads_noting_repeats, path_of
 
 __all__ = [
     "RepeatedKey",
@@ -141,39 +140,9 @@ def _loads(text: str, duplicates: list[RepeatedKey] | None) -> Any:
     # grammar-constrained small models write them.
     if duplicates is None:
         return json.loads(text, strict=False)
-    flagged: dict[int, list[str]] = {}
-    kept: list[dict[str, Any]] = []  # holds each flagged object, so its id stays its own
-
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = dict(pairs)
-        if len(obj) != len(pairs):
-            counts = Counter(k for k, _ in pairs)
-            flagged[id(obj)] = [k for k, n in counts.items() if n > 1]
-            kept.append(obj)
-        return obj
-
-    data = json.loads(text, strict=False, object_pairs_hook=pairs_hook)
-    if flagged:
-        duplicates.extend(_repeated_keys(data, flagged))
+    data, repeated = loads_noting_repeats(text, strict=False)
+    duplicates.extend(RepeatedKey(where, key) for where, key in repeated)
     return data
-
-
-def _repeated_keys(data: Any, flagged: dict[int, list[str]]) -> list[RepeatedKey]:
-    """The flagged objects' repeated keys with their places, in document order (an object
-    that was itself a repeated key's overwritten value is not in ``data``: not reported)."""
-    found: list[RepeatedKey] = []
-    stack: list[tuple[str, Any]] = [("$", data)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, dict):
-            found.extend(RepeatedKey(where, k) for k in flagged.get(id(value), ()))
-            children: list[tuple[str, Any]] = [(path_of(where, k), v) for k, v in value.items()]
-        elif isinstance(value, list):
-            children = [(path_of(where, i), v) for i, v in enumerate(value)]
-        else:
-            continue
-        stack.extend(c for c in reversed(children) if isinstance(c[1], dict | list))
-    return found
 
 
 def _variants(candidate: str) -> Iterator[str]:

@@ -16,7 +16,12 @@ from typing import Any
 import yaml
 
 from planrail.errors import PlanLoadError
-from planrail.plan.strict_json import lone_surrogate, path_of, surrogate_problem
+from planrail.plan.strict_json import (
+    loads_noting_repeats,
+    lone_surrogate,
+    path_of,
+    surrogate_problem,
+)
 
 __all__ = [
     "DuplicateKeyError",
@@ -154,38 +159,9 @@ def load_document(
 
 
 def _parse_json(text: str, found: Duplicates) -> Any:
-    flagged: list[tuple[dict[str, Any], list[str]]] = []
-
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        d = dict(pairs)
-        if len(d) != len(pairs):
-            counts: dict[str, int] = {}
-            for k, _ in pairs:
-                counts[k] = counts.get(k, 0) + 1
-            flagged.append((d, [k for k, n in counts.items() if n > 1]))
-        return d
-
-    data = json.loads(text, object_pairs_hook=pairs_hook)
-    if flagged:
-        where = {id(d): keys for d, keys in flagged}
-        for path, value in _walk_containers(data):
-            for key in where.pop(id(value), ()):
-                found.append((path_of(path, key), _duplicate_message(key)))
+    data, repeated = loads_noting_repeats(text)
+    found.extend((path_of(where, key), _duplicate_message(key)) for where, key in repeated)
     return data
-
-
-def _walk_containers(data: Any) -> list[tuple[str, Any]]:
-    """``(JSONPath, container)`` for every dict in ``data`` (only called when one is flagged)."""
-    out: list[tuple[str, Any]] = []
-    stack: list[tuple[str, Any]] = [("$", data)]
-    while stack:
-        path, v = stack.pop()
-        if isinstance(v, dict):
-            out.append((path, v))
-            stack.extend((path_of(path, k), x) for k, x in v.items())
-        elif isinstance(v, list):
-            stack.extend((f"{path}[{i}]", x) for i, x in enumerate(v))
-    return out
 
 
 def _duplicate_message(key: str, line: int | None = None) -> str:

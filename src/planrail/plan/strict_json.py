@@ -21,8 +21,10 @@ arbitrary object) fails as a value that does not fit its return type. See ``docs
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
+from collections import Counter
 from typing import Any
 
 import pydantic
@@ -30,6 +32,7 @@ import pydantic
 __all__ = [
     "CONTROL_CHARACTERS",
     "escape_surrogates",
+    "loads_noting_repeats",
     "lone_surrogate",
     "odd_value",
     "path_of",
@@ -78,6 +81,42 @@ def path_of(parent: str, key: Any) -> str:
     if text.isidentifier():
         return f"{parent}.{text}"
     return f"{parent}[{text!r}]"
+
+
+def loads_noting_repeats(text: str, *, strict: bool = True) -> tuple[Any, list[tuple[str, str]]]:
+    """``json.loads(text)`` and each key written more than once in one object, as ``(JSONPath
+    of the object, key)`` in the text's order. ``json`` keeps a repeated key's last value
+    silently; plan files and model answers refuse it (which value was meant is not ours to
+    guess). ``strict=False`` reads raw control characters inside strings as themselves.
+    An object that was itself a repeated key's overwritten value is not in the data: not
+    reported."""
+    flagged: dict[int, list[str]] = {}
+    kept: list[dict[str, Any]] = []  # holds each flagged object, so its id stays its own
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            counts = Counter(k for k, _ in pairs)
+            flagged[id(obj)] = [k for k, n in counts.items() if n > 1]
+            kept.append(obj)
+        return obj
+
+    data = json.loads(text, strict=strict, object_pairs_hook=pairs_hook)
+    if not flagged:
+        return data, []
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [("$", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            found.extend((where, k) for k in flagged.get(id(value), ()))
+            children: list[tuple[str, Any]] = [(path_of(where, k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            children = [(path_of(where, i), v) for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend(c for c in reversed(children) if isinstance(c[1], dict | list))
+    return data, found
 
 
 def odd_value(value: Any, root: str = "$") -> str | None:
