@@ -56,8 +56,12 @@ def _alternatives(schema: Schema, root: Schema | None) -> list[Schema] | None:
     return None
 
 
-def schema_types(schema: Any, root: Schema | None = None) -> frozenset[str] | None:
-    """The JSON types a schema admits, or ``None`` for any type."""
+def schema_types(
+    schema: Any, root: Schema | None = None, _within: frozenset[int] = frozenset()
+) -> frozenset[str] | None:
+    """The JSON types a schema admits, or ``None`` for any type. An alternative that leads
+    back to a schema being read (``{"anyOf": [{"$ref": "#/$defs/a"}, …]}`` inside ``a``)
+    admits nothing the others do not."""
     if type(schema) is dict:  # the usual {"type": "string", ...}: no lookups beyond its type
         t = schema.get("type")
         if (
@@ -70,11 +74,14 @@ def schema_types(schema: Any, root: Schema | None = None) -> frozenset[str] | No
         ):
             return _ONE.get(t)
     schema = deref(schema, root)
+    if id(schema) in _within:
+        return frozenset()
     alts = _alternatives(schema, root)
     if alts is not None:
         found: set[str] = set()
+        within = _within | {id(schema)}
         for alt in alts:
-            t = schema_types(alt, root)
+            t = schema_types(alt, root, within)
             if t is None:
                 return None
             found |= t
@@ -140,25 +147,31 @@ def types_compatible(produced: frozenset[str] | None, accepted: frozenset[str] |
     return bool(widened & accepted)
 
 
-def child_schema(schema: Any, root: Schema | None, seg: str | int) -> tuple[str, Any]:
+def child_schema(
+    schema: Any, root: Schema | None, seg: str | int, _within: frozenset[int] = frozenset()
+) -> tuple[str, Any]:
     """Walk one reference segment into a schema.
 
     Returns ``("ok", subschema)``, ``("unknown", None)`` when the schema does not say (the rest of
     the path is unchecked), or ``("missing", detail)`` when the schema rules the segment out.
     Declared ``properties`` are the complete set of fields unless ``additionalProperties`` says
-    otherwise.
+    otherwise. An alternative leading back to a schema being walked adds nothing.
     """
     schema = deref(schema, root)
+    if id(schema) in _within:
+        return "missing", None
     alts = _alternatives(schema, root)
     if alts is not None:
         details = []
+        within = _within | {id(schema)}
         for alt in alts:
             if schema_types(alt, root) == frozenset({"null"}):
                 continue
-            status, sub = child_schema(alt, root, seg)
+            status, sub = child_schema(alt, root, seg, within)
             if status != "missing":
                 return status, sub
-            details.append(sub)
+            if sub is not None:  # None: the alternative led back (it adds nothing)
+                details.append(sub)
         return "missing", details[0] if details else "no alternative has it"
     types = schema_types(schema, root)
     if isinstance(seg, int):

@@ -516,9 +516,12 @@ def test_a_ref_that_resolves_nowhere_is_refused_when_listed(
 def test_a_schema_that_cannot_be_applied_fails_the_call_clearly(
     probe_dir: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A ``$ref`` that only refers to itself shows only when arguments are checked: the step
-    fails with a ToolDefinitionError naming the tool, nothing is sent — not a RecursionError."""
-    ref = {"$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"d": {"$ref": "#/$defs/a"}}}
+    """A loop through ``anyOf`` (which may end, so the listing lets it be) shows when the
+    arguments are checked: the step fails with a ToolDefinitionError naming the tool, nothing
+    is sent — not a RecursionError. (A plain ``$ref`` loop is refused at listing:
+    ``test_schemas.py``.)"""
+    loop = {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}]}
+    ref = {"$defs": {"a": loop}, "properties": {"d": {"$ref": "#/$defs/a"}}}
     monkeypatch.setenv("PROBE_SCHEMA", json.dumps({"type": "object", **ref}))
     with MCPHub([stdio_probe()]) as hub:
         result = run(plan({"id": "s", "tool": "probe.shaped", "args": {"d": "x"}}), tools_of(hub))

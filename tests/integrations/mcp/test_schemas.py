@@ -33,6 +33,14 @@ RESOLVING = [
     # a $defs entry no reference reaches is never applied
     ({"$defs": {"unused": {"$ref": "#/nowhere"}}, "properties": {"d": {"type": "integer"}}},
      {"d": "x"}, "d: 'x' is not of type 'integer'"),
+    # a recursive data structure: each $ref back checks a smaller part (it ends)
+    ({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}},
+                         "allOf": [{"required": ["v"]}]}},
+      "properties": {"d": {"$ref": "#/$defs/node"}}},
+     {"d": {"v": 1, "next": {"next": {"v": 2}}}}, "d.next: 'v' is a required property"),
+    # a loop through anyOf whose first branch holds: may end, so left to the call
+    ({"$defs": {"a": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/a"}]}},
+      "properties": {"d": {"$ref": "#/$defs/a"}}}, {"d": "x"}, ""),
 ]  # fmt: skip
 
 
@@ -43,6 +51,7 @@ def test_references_the_validator_follows_are_accepted_and_applied(
     """No false refusal: each of these schemas is listed, and its references are applied."""
     validator = checked_validator("srv", "t", "inputSchema", {"type": "object", **schema})
     assert (argument_problem("t", validator, arguments) or "").startswith(problem)
+    assert (argument_problem("t", validator, arguments) is None) == (problem == "")
 
 
 DANGLING = [
@@ -67,3 +76,28 @@ def test_a_reference_to_nowhere_is_refused_naming_the_server_the_tool_and_the_re
         f"MCP server 'srv': tool 't' has an inputSchema whose $ref {ref!r} resolves nowhere"
         in caught.value.message
     )
+
+
+LOOPS = [
+    ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"d": {"$ref": "#/$defs/a"}}},
+     "#/$defs/a"),
+    ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}},
+      "properties": {"d": {"$ref": "#/$defs/a"}}}, None),
+    ({"allOf": [{"$ref": "#"}]}, "#"),
+    ({"$schema": DRAFT_07, "definitions": {"a": {"not": {"$ref": "#/definitions/a"}}},
+      "properties": {"d": {"$ref": "#/definitions/a"}}}, "#/definitions/a"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("schema", "ref"), LOOPS)
+def test_a_reference_that_only_leads_back_to_itself_is_refused_at_listing(
+    schema: dict[str, Any], ref: str | None
+) -> None:
+    """Applying any of these recursed until Python stopped it, at every call (a
+    ToolDefinitionError after the plan was approved): refused when the tool is listed."""
+    with pytest.raises(ToolLoadError) as caught:
+        checked_validator("srv", "t", "inputSchema", {"type": "object", **schema})
+    message = caught.value.message
+    assert "leads back to itself before any part of the arguments is checked" in message
+    if ref is not None:
+        assert f"whose $ref {ref!r}" in message

@@ -1,13 +1,17 @@
-"""The ``$ref`` of an input schema that resolves nowhere, found when the tool is listed.
+"""The ``$ref`` of an input schema that cannot be applied, found when the tool is listed.
 
 The validator looks a ``$ref`` up only when it applies it to arguments, so a reference to a
 ``$defs`` entry that does not exist used to pass validation and approval and fail the call.
-:func:`dangling_ref` walks the schema as the validator applies it — from the root, into every
+:func:`ref_problem` walks the schema as the validator applies it — from the root, into every
 subschema a keyword applies, through every ``$ref`` and ``$dynamicRef`` to its target, each
 with the base URI its ``$id`` scopes give it — and looks each reference up in the registry the
 validator is given (:data:`REGISTRY`: the schema itself and the JSON Schema meta-schemas;
 nothing is ever fetched). A ``$defs`` entry no reference reaches is never applied, so it is
 not looked at; a draft-07 (or older) ``$ref`` hides its siblings, as in that draft.
+
+A ``$ref`` that leads back to itself with nothing of the arguments checked on the way
+(``{"$defs": {"a": {"$ref": "#/$defs/a"}}}``, or through ``allOf``) would have the validator
+recurse until Python stops it, at every call: it is refused at listing too.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema_specifications import REGISTRY as _META_SCHEMAS  # type: ignore[import-untyped]
 
-__all__ = ["REGISTRY", "dangling_ref"]
+__all__ = ["REGISTRY", "ref_problem"]
 
 REGISTRY: referencing.jsonschema.SchemaRegistry = referencing.Registry()
 """The validators' registry: no retrieval, so a remote ``$ref`` is never fetched (the
@@ -37,9 +41,10 @@ _SIBLINGS_IGNORED = {
 }
 
 
-def dangling_ref(schema: Any, dialect: str) -> tuple[str, str] | None:
+def ref_problem(schema: Any, dialect: str) -> tuple[str, str] | None:
     """The first reference of ``schema`` (applied as the ``dialect`` meta-schema's URI says)
-    that resolves nowhere, and why; None when every reference resolves."""
+    that cannot be applied, and what is wrong with it (``"resolves nowhere (…)"``, ``"leads
+    back to itself …"``); None when every reference can be applied."""
     spec = referencing.jsonschema.specification_with(
         dialect, default=referencing.jsonschema.DRAFT202012
     )
@@ -47,6 +52,7 @@ def dangling_ref(schema: Any, dialect: str) -> tuple[str, str] | None:
     resolver = _META_SCHEMAS.combine(REGISTRY).resolver_with_root(root)
     todo: list[tuple[Any, Any, bool]] = [(schema, resolver, False)]
     seen: set[int] = set()
+    applied: list[tuple[Mapping[str, Any], Any]] = []
     while todo:
         node, resolver, resolved = todo.pop()
         if not isinstance(node, Mapping) or id(node) in seen:
@@ -54,6 +60,7 @@ def dangling_ref(schema: Any, dialect: str) -> tuple[str, str] | None:
         seen.add(id(node))
         if not resolved:  # as the validator descends: the node's own $id scopes it
             resolver = resolver.in_subresource(spec.create_resource(node))
+        applied.append((node, resolver))
         for keyword in _REFS:
             ref = node.get(keyword)
             if not isinstance(ref, str):
@@ -61,13 +68,87 @@ def dangling_ref(schema: Any, dialect: str) -> tuple[str, str] | None:
             try:
                 target = resolver.lookup(ref)
             except referencing.exceptions.Unresolvable as exc:
-                return ref, _why(exc)
+                return ref, f"resolves nowhere ({_why(exc)})"
             todo.append((target.contents, target.resolver, True))
         if spec in _SIBLINGS_IGNORED and "$ref" in node:
             continue
         defs = {id(d) for k in _DEFS for d in _values(node.get(k))}  # applied only by a $ref
         todo.extend((s, resolver, False) for s in spec.subresources_of(node) if id(s) not in defs)
+    loop = _ref_loop(applied, spec)
+    if loop is not None:
+        return loop, (
+            "leads back to itself before any part of the arguments is checked: applying it"
+            " would never end"
+        )
     return None
+
+
+_IN_PLACE = ("allOf", "not", "if")
+"""Keywords that apply their subschemas to the same instance, always (``anyOf`` and
+``oneOf`` may stop early, ``then``/``else`` depend on the instance: a loop through them might
+end, so it is left to the call)."""
+
+
+def _ref_loop(applied: list[tuple[Mapping[str, Any], Any]], spec: Any) -> str | None:
+    """A ``$ref`` that leads, through ``$ref`` s and :data:`_IN_PLACE` keywords only, back to a
+    schema on its own way: the validator would apply it to the same instance for ever (a
+    schema reached through ``properties``, ``items``… checks a smaller part: that recursion
+    ends). Iterative depth-first search over every applied schema; None when there is none."""
+    state: dict[int, bool] = {}  # False: on the current path; True: done
+    for start, start_resolver in applied:
+        if id(start) in state:
+            continue
+        path: list[tuple[Any, list[tuple[Any, Any, str | None]]]] = [
+            (start, _in_place(start, start_resolver, spec))
+        ]
+        state[id(start)] = False
+        while path:
+            node, children = path[-1]
+            if not children:
+                state[id(node)] = True
+                path.pop()
+                continue
+            child, resolver, ref = children.pop()
+            if not isinstance(child, Mapping):
+                continue
+            seen = state.get(id(child))
+            if seen is False:  # back on the path: a loop
+                return ref if ref is not None else _last_ref(path)
+            if seen is None:
+                state[id(child)] = False
+                path.append((child, _in_place(child, resolver, spec)))
+    return None
+
+
+def _in_place(
+    node: Mapping[str, Any], resolver: Any, spec: Any
+) -> list[tuple[Any, Any, str | None]]:
+    """What the validator applies to the same instance as ``node``: ``(schema, resolver, the
+    $ref that leads there, or None for a subschema of an in-place keyword)``."""
+    out: list[tuple[Any, Any, str | None]] = []
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        try:
+            target = resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            pass  # reported as dangling already
+        else:
+            out.append((target.contents, target.resolver, ref))
+    if not (spec in _SIBLINGS_IGNORED and "$ref" in node):
+        for keyword in _IN_PLACE:
+            value = node.get(keyword)
+            for sub in value if isinstance(value, list) else [value]:
+                if isinstance(sub, Mapping):
+                    out.append((sub, resolver.in_subresource(spec.create_resource(sub)), None))
+    return out
+
+
+def _last_ref(path: list[tuple[Any, list[tuple[Any, Any, str | None]]]]) -> str:
+    for node, _ in reversed(path):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            return ref
+    return "#"  # pragma: no cover - a loop has a $ref in it
 
 
 def _values(container: Any) -> list[Any]:

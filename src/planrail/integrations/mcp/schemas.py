@@ -7,9 +7,9 @@ So each schema is checked when the tool is listed, with the draft its ``$schema`
 default, 2020-12, without one — or draft-07 for a schema only draft-07 accepts, such as the
 tuple form ``items: [...]`` older servers send), and a bad one is a :class:`ToolLoadError`
 naming the server and the tool. So is a ``$ref`` that resolves nowhere (``refs.py``: a
-``$defs`` entry that does not exist, a remote schema — never fetched). What only shows when an
-instance is checked (a ``$ref`` that resolves only to itself) is a :class:`ToolDefinitionError`
-of the call, never the validator's exception.
+``$defs`` entry that does not exist, a remote schema — never fetched) or only back to itself.
+What still only shows when an instance is checked (a loop through ``anyOf``, which may end) is
+a :class:`ToolDefinitionError` of the call, never the validator's exception.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from planrail.errors import ToolDefinitionError, ToolLoadError
-from planrail.integrations.mcp.refs import REGISTRY, dangling_ref
+from planrail.integrations.mcp.refs import REGISTRY, ref_problem
 
 __all__ = ["argument_problem", "checked_validator"]
 
@@ -48,7 +48,7 @@ def checked_validator(server: str, tool: str, label: str, schema: Mapping[str, A
                     f" JSON Schema ({draft}) at {where}: {exc.message}"
                 ) from None
             cls = jsonschema.Draft7Validator
-        dangling = dangling_ref(schema, cls.META_SCHEMA["$schema"])
+        problem = ref_problem(schema, cls.META_SCHEMA["$schema"])
     except ToolLoadError:
         raise
     except Exception as exc:  # the checker itself failed (a schema too deep to walk)
@@ -56,11 +56,10 @@ def checked_validator(server: str, tool: str, label: str, schema: Mapping[str, A
             f"MCP server {server!r}: tool {tool!r} has an {label} that cannot be checked:"
             f" {type(exc).__name__}: {exc}"
         ) from None
-    if dangling is not None:
-        ref, why = dangling
+    if problem is not None:
+        ref, what = problem
         raise ToolLoadError(
-            f"MCP server {server!r}: tool {tool!r} has an {label} whose $ref {ref!r} resolves"
-            f" nowhere ({why})"
+            f"MCP server {server!r}: tool {tool!r} has an {label} whose $ref {ref!r} {what}"
         )
     return cls(schema, registry=REGISTRY)
 
