@@ -124,3 +124,15 @@ def test_a_repeated_key_that_is_no_identifier_is_quoted_in_its_path() -> None:
     )
     paths = [e.path for e in validate(yaml_text, TOOLS).errors if e.code == "duplicate_key"]
     assert paths == ["$.steps[0].args['h x']['my key']"]
+
+
+def test_repeats_are_reported_object_by_object_as_the_objects_open_in_the_text() -> None:
+    """The outer object's repeat first (its keys are read before the objects inside it are
+    walked), then each inner object's in the order they open."""
+    found: list[tuple[str, str]] = []
+    load_document(
+        '{"steps": [{"id": "a", "id": "b"}, {"id": "c", "tool": "x", "tool": "y"}],'
+        ' "goal": "g", "goal": "h"}',
+        duplicates=found,
+    )
+    assert [path for path, _ in found] == ["$.goal", "$.steps[0].id", "$.steps[1].tool"]

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from planrail.llm.errors import LLMAnswerError
-from planrail.plan.strict_json import loads_noting_repeats, path_of
+from planrail.plan.strict_json import RepeatedKey, loads_noting_repeats
 
 __all__ = [
     "RepeatedKey",
@@ -28,19 +28,6 @@ __all__ = [
     "plain_escapes",
     "strip_trailing_commas",
 ]
-
-
-class RepeatedKey(NamedTuple):
-    """A key written more than once in one JSON object (only its last value is read)."""
-
-    where: str
-    """The JSONPath of the object (``$.steps[1]``)."""
-    key: str
-
-    @property
-    def path(self) -> str:
-        """The JSONPath of the key (``$.steps[1].args``)."""
-        return path_of(self.where, self.key)
 
 
 def answer_data(text: str, data: Any, duplicates: list[RepeatedKey]) -> Any:
@@ -70,7 +57,8 @@ def extract_json(text: str, *, duplicates: list[RepeatedKey] | None = None) -> A
     :class:`LLMAnswerError` for an empty answer or one holding no readable JSON.
 
     A key repeated in one object keeps its last value; with a ``duplicates`` list, each such
-    key of the value returned is appended to it, in the order of the text.
+    key of the value returned is appended to it, object by object in the order the objects open
+    in the text (:func:`planrail.plan.strict_json.loads_noting_repeats`).
     """
     stripped = text.strip()
     if not stripped:
@@ -141,7 +129,7 @@ def _loads(text: str, duplicates: list[RepeatedKey] | None) -> Any:
     if duplicates is None:
         return json.loads(text, strict=False)
     data, repeated = loads_noting_repeats(text, strict=False)
-    duplicates.extend(RepeatedKey(where, key) for where, key in repeated)
+    duplicates.extend(repeated)
     return data
 
 

@@ -160,7 +160,7 @@ def load_document(
 
 def _parse_json(text: str, found: Duplicates) -> Any:
     data, repeated = loads_noting_repeats(text)
-    found.extend((path_of(where, key), _duplicate_message(key)) for where, key in repeated)
+    found.extend((r.path, _duplicate_message(r.key)) for r in repeated)
     return data
 
 

@@ -25,12 +25,13 @@ import json
 import math
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 import pydantic
 
 __all__ = [
     "CONTROL_CHARACTERS",
+    "RepeatedKey",
     "escape_surrogates",
     "loads_noting_repeats",
     "lone_surrogate",
@@ -83,9 +84,23 @@ def path_of(parent: str, key: Any) -> str:
     return f"{parent}[{text!r}]"
 
 
-def loads_noting_repeats(text: str, *, strict: bool = True) -> tuple[Any, list[tuple[str, str]]]:
-    """``json.loads(text)`` and each key written more than once in one object, as ``(JSONPath
-    of the object, key)`` in the text's order. ``json`` keeps a repeated key's last value
+class RepeatedKey(NamedTuple):
+    """A key written more than once in one JSON object (only its last value is read)."""
+
+    where: str
+    """The JSONPath of the object (``$.steps[1]``)."""
+    key: str
+
+    @property
+    def path(self) -> str:
+        """The JSONPath of the key (``$.steps[1].args``)."""
+        return path_of(self.where, self.key)
+
+
+def loads_noting_repeats(text: str, *, strict: bool = True) -> tuple[Any, list[RepeatedKey]]:
+    """``json.loads(text)`` and each key written more than once in one object, object by
+    object in the order the objects open in the text (an object's own repeats before those of
+    the objects inside it). ``json`` keeps a repeated key's last value
     silently; plan files and model answers refuse it (which value was meant is not ours to
     guess). ``strict=False`` reads raw control characters inside strings as themselves.
     An object that was itself a repeated key's overwritten value is not in the data: not
@@ -104,12 +119,12 @@ def loads_noting_repeats(text: str, *, strict: bool = True) -> tuple[Any, list[t
     data = json.loads(text, strict=strict, object_pairs_hook=pairs_hook)
     if not flagged:
         return data, []
-    found: list[tuple[str, str]] = []
+    found: list[RepeatedKey] = []
     stack: list[tuple[str, Any]] = [("$", data)]
     while stack:
         where, value = stack.pop()
         if isinstance(value, dict):
-            found.extend((where, k) for k in flagged.get(id(value), ()))
+            found.extend(RepeatedKey(where, k) for k in flagged.get(id(value), ()))
             children: list[tuple[str, Any]] = [(path_of(where, k), v) for k, v in value.items()]
         elif isinstance(value, list):
             children = [(path_of(where, i), v) for i, v in enumerate(value)]

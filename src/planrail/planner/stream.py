@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from planrail.llm.jsontext import strip_trailing_commas
+from planrail.plan.strict_json import loads_noting_repeats
 
 __all__ = ["StepStream"]
 
@@ -108,23 +109,12 @@ def _as_key(token: str | None) -> str | None:
 def _parse(text: str) -> dict[str, Any] | None:
     for attempt in (text, strip_trailing_commas(text)):
         try:
-            value = json.loads(attempt, object_pairs_hook=_unique)
-        except _RepeatedKey:  # which value was meant is for the model to say: not startable
-            return None
+            value, repeated = loads_noting_repeats(attempt)
         except ValueError:
             continue
         except RecursionError:  # nested too deep to be a step: the whole answer says so
             return None
+        if repeated:  # which value was meant is for the model to say: not startable
+            return None
         return value if isinstance(value, dict) else None
     return None
-
-
-class _RepeatedKey(Exception):
-    pass
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise _RepeatedKey
-    return obj

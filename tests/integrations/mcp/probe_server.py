@@ -120,6 +120,16 @@ _garbling = threading.Event()
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False))
+async def pay(label: str) -> str:
+    """Not idempotent: applies a payment (a line in ``paid-LABEL``, the receiver's ledger),
+    then waits a minute for its answer, past any test's timeout."""
+    with (Path(os.environ["PROBE_DIR"]) / f"paid-{label}").open("a") as ledger:
+        ledger.write(f"{os.getpid()}\n")
+    await asyncio.sleep(60)
+    return "paid"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False))
 async def garble(label: str, after_sleep: bool = False) -> str:
     """Not idempotent; its first answer (once per label) is cut in half on the wire: a line on
     stdout that is not JSON, the rest of the answer never written. ``after_sleep``: once a

@@ -158,6 +158,24 @@ def test_a_call_past_its_timeout_is_cancelled_on_the_server(probe: Probe) -> Non
     assert asked.steps["c"].output == {"result": True}
 
 
+def test_a_non_idempotent_call_past_its_timeout_is_in_doubt_and_sent_once(
+    probe: Probe, probe_dir: Any
+) -> None:
+    """The payment reached the server before the timeout cut the call: the step is
+    ``in_doubt`` after one call (its three attempts unused), and the server's own ledger holds
+    one payment. Before, the timeout was retried and the server paid three times."""
+    retry = {"max_attempts": 3, "initial_delay": 0}
+    with MCPHub([probe(call_timeout=2)]) as hub:
+        step = {"id": "p", "tool": "probe.pay", "args": {"label": "t"}, "retry": retry}
+        result = run(plan(step), tools_of(hub))
+    pay = result.steps["p"]
+    assert pay.status == StepStatus.IN_DOUBT, pay.error
+    assert pay.attempts == 1
+    assert pay.error is not None
+    assert pay.error["type"] == "CallCrashedError"
+    assert len((probe_dir / "paid-t").read_text().split()) == 1
+
+
 def test_exit_mid_call_leaves_a_non_idempotent_step_in_doubt(probe_dir: Any) -> None:
     """The server exits during a call of a tool that does not honour keys: the step is
     ``in_doubt`` (not failed, not retried) and its dependents wait; the server is restarted for

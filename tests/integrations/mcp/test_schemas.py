@@ -38,6 +38,10 @@ RESOLVING = [
                          "allOf": [{"required": ["v"]}]}},
       "properties": {"d": {"$ref": "#/$defs/node"}}},
      {"d": {"v": 1, "next": {"next": {"v": 2}}}}, "d.next: 'v' is a required property"),
+    # one schema applied twice in place, by two $refs: no loop
+    ({"$defs": {"s": {"type": "string"}},
+      "properties": {"d": {"allOf": [{"$ref": "#/$defs/s"}, {"$ref": "#/$defs/s"}]}}},
+     {"d": 1}, "d: 1 is not of type 'string'"),
     # a loop through anyOf whose first branch holds: may end, so left to the call
     ({"$defs": {"a": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/a"}]}},
       "properties": {"d": {"$ref": "#/$defs/a"}}}, {"d": "x"}, ""),

@@ -51,16 +51,16 @@ def ref_problem(schema: Any, dialect: str) -> tuple[str, str] | None:
     root = spec.create_resource(schema)
     resolver = _META_SCHEMAS.combine(REGISTRY).resolver_with_root(root)
     todo: list[tuple[Any, Any, bool]] = [(schema, resolver, False)]
-    seen: set[int] = set()
-    applied: list[tuple[Mapping[str, Any], Any]] = []
+    # per applied schema (by id): what is applied to the same instance, and the $ref that
+    # leads there (None: a subschema of an _IN_PLACE keyword)
+    in_place: dict[int, list[tuple[int, str | None]]] = {}
     while todo:
         node, resolver, resolved = todo.pop()
-        if not isinstance(node, Mapping) or id(node) in seen:
+        if not isinstance(node, Mapping) or id(node) in in_place:
             continue
-        seen.add(id(node))
+        same = in_place[id(node)] = []
         if not resolved:  # as the validator descends: the node's own $id scopes it
             resolver = resolver.in_subresource(spec.create_resource(node))
-        applied.append((node, resolver))
         for keyword in _REFS:
             ref = node.get(keyword)
             if not isinstance(ref, str):
@@ -70,11 +70,17 @@ def ref_problem(schema: Any, dialect: str) -> tuple[str, str] | None:
             except referencing.exceptions.Unresolvable as exc:
                 return ref, f"resolves nowhere ({_why(exc)})"
             todo.append((target.contents, target.resolver, True))
+            if keyword == "$ref":
+                same.append((id(target.contents), ref))
         if spec in _SIBLINGS_IGNORED and "$ref" in node:
             continue
+        for keyword in _IN_PLACE:
+            value = node.get(keyword)
+            subs = value if isinstance(value, list) else [value]
+            same.extend((id(sub), None) for sub in subs if isinstance(sub, Mapping))
         defs = {id(d) for k in _DEFS for d in _values(node.get(k))}  # applied only by a $ref
         todo.extend((s, resolver, False) for s in spec.subresources_of(node) if id(s) not in defs)
-    loop = _ref_loop(applied, spec)
+    loop = _ref_loop(in_place)
     if loop is not None:
         return loop, (
             "leads back to itself before any part of the arguments is checked: applying it"
@@ -89,66 +95,35 @@ _IN_PLACE = ("allOf", "not", "if")
 end, so it is left to the call)."""
 
 
-def _ref_loop(applied: list[tuple[Mapping[str, Any], Any]], spec: Any) -> str | None:
+def _ref_loop(in_place: dict[int, list[tuple[int, str | None]]]) -> str | None:
     """A ``$ref`` that leads, through ``$ref`` s and :data:`_IN_PLACE` keywords only, back to a
     schema on its own way: the validator would apply it to the same instance for ever (a
     schema reached through ``properties``, ``items``… checks a smaller part: that recursion
     ends). Iterative depth-first search over every applied schema; None when there is none."""
     state: dict[int, bool] = {}  # False: on the current path; True: done
-    for start, start_resolver in applied:
-        if id(start) in state:
+    for start in in_place:
+        if start in state:
             continue
-        path: list[tuple[Any, list[tuple[Any, Any, str | None]]]] = [
-            (start, _in_place(start, start_resolver, spec))
+        state[start] = False
+        # (schema, the $ref that led to it, what is left of what it applies in place)
+        path: list[tuple[int, str | None, list[tuple[int, str | None]]]] = [
+            (start, None, list(in_place[start]))
         ]
-        state[id(start)] = False
         while path:
-            node, children = path[-1]
+            node, _, children = path[-1]
             if not children:
-                state[id(node)] = True
+                state[node] = True
                 path.pop()
                 continue
-            child, resolver, ref = children.pop()
-            if not isinstance(child, Mapping):
-                continue
-            seen = state.get(id(child))
-            if seen is False:  # back on the path: a loop
-                return ref if ref is not None else _last_ref(path)
-            if seen is None:
-                state[id(child)] = False
-                path.append((child, _in_place(child, resolver, spec)))
+            child, ref = children.pop()
+            seen = state.get(child)
+            if seen is False:  # back on the path: a loop, and a loop holds a $ref
+                at = next(i for i, frame in enumerate(path) if frame[0] == child)
+                return ref or next(r for _, r, _ in reversed(path[at + 1 :]) if r is not None)
+            if seen is None and child in in_place:
+                state[child] = False
+                path.append((child, ref, list(in_place[child])))
     return None
-
-
-def _in_place(
-    node: Mapping[str, Any], resolver: Any, spec: Any
-) -> list[tuple[Any, Any, str | None]]:
-    """What the validator applies to the same instance as ``node``: ``(schema, resolver, the
-    $ref that leads there, or None for a subschema of an in-place keyword)``."""
-    out: list[tuple[Any, Any, str | None]] = []
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        try:
-            target = resolver.lookup(ref)
-        except referencing.exceptions.Unresolvable:
-            pass  # reported as dangling already
-        else:
-            out.append((target.contents, target.resolver, ref))
-    if not (spec in _SIBLINGS_IGNORED and "$ref" in node):
-        for keyword in _IN_PLACE:
-            value = node.get(keyword)
-            for sub in value if isinstance(value, list) else [value]:
-                if isinstance(sub, Mapping):
-                    out.append((sub, resolver.in_subresource(spec.create_resource(sub)), None))
-    return out
-
-
-def _last_ref(path: list[tuple[Any, list[tuple[Any, Any, str | None]]]]) -> str:
-    for node, _ in reversed(path):
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            return ref
-    return "#"  # pragma: no cover - a loop has a $ref in it
 
 
 def _values(container: Any) -> list[Any]:
