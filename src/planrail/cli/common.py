@@ -361,33 +361,13 @@ def emit_result(
     """Print the run's summary (or its JSON), secrets redacted by ``redactor`` exactly as the
     store redacts them (``None``: nothing to redact, or ``--show-secrets``)."""
     if redactor is not None:
-        result = redacted_result(result, redactor)
+        result = result.redacted(redactor)
     if json_out:
         print(json_text(result.to_dict()))
     else:
         print_result(console, result)
         if result.output is not None:
             console.print_json(json_text(result.output))
-
-
-def redacted_result(result: RunResult, redactor: Redactor) -> RunResult:
-    """A copy of ``result`` as the store records it: each step's output through the redactor
-    (secret parts replaced by ``***``), every known secret value scrubbed from the rest."""
-    steps = {
-        sid: dataclasses.replace(
-            r,
-            output=redactor.output(sid, r.output),
-            error=redactor.scrub(r.error),
-            reason=None if r.reason is None else redactor.text(r.reason),
-        )
-        for sid, r in result.steps.items()
-    }
-    return dataclasses.replace(
-        result,
-        steps=steps,
-        output=redactor.scrub(result.output),
-        error=None if result.error is None else redactor.text(result.error),
-    )
 
 
 def redactor_for(plan: Any, registry: ToolRegistry, runs: list[RunResult]) -> Redactor | None:

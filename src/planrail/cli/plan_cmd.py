@@ -34,7 +34,6 @@ from planrail.cli.common import (
     fail,
     open_store_or_exit,
     out,
-    redacted_result,
     redactor_for,
     registry_from,
     security_policy,
@@ -261,7 +260,7 @@ def _print(console: Console, result: AgentResult, redactor: Redactor | None) -> 
         for issue in result.attempts[-1].issues:
             console.print(f"  [red]{escape(str(issue))}[/]")
     if result.run is not None and result.status != "refused":
-        run = result.run if redactor is None else redacted_result(result.run, redactor)
+        run = result.run.redacted(redactor)
         print_result(console, run)
         output = result.output if redactor is None else redactor.scrub(result.output)
         if output is not None:

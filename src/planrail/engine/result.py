@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrail.types import StepStatus
+
+if TYPE_CHECKING:
+    from planrail.plan.secrets import Redactor
 
 __all__ = [
     "OneAttempt",
@@ -157,6 +161,29 @@ class RunResult:
 
     def __repr__(self) -> str:  # short: results of big plans end up in task reprs
         return f"<RunResult {self.run_id} {self.status} steps={len(self.steps)}>"
+
+    def redacted(self, redactor: Redactor | None) -> RunResult:
+        """A copy as the store records it: each step's output through ``redactor`` (secret
+        parts replaced by ``***``), every known secret scrubbed from the rest — what a door
+        that hands the result to someone else (the CLI's output, an MCP client) gives out.
+        ``None`` (nothing in the plan can be secret): this result itself."""
+        if redactor is None:
+            return self
+        steps = {
+            sid: dataclasses.replace(
+                r,
+                output=redactor.output(sid, r.output),
+                error=redactor.scrub(r.error),
+                reason=None if r.reason is None else redactor.text(r.reason),
+            )
+            for sid, r in self.steps.items()
+        }
+        return dataclasses.replace(
+            self,
+            steps=steps,
+            output=redactor.scrub(self.output),
+            error=None if self.error is None else redactor.text(self.error),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The ``run --json`` / ``show --json`` object of the contract."""

@@ -1,4 +1,5 @@
-"""Tools for the ``planrail mcp serve`` tests: one read-only, one that changes the world."""
+"""Tools for the ``planrail mcp serve`` tests: read-only ones (one handing out a secret), ones
+that change the world."""
 
 from __future__ import annotations
 
@@ -30,3 +31,12 @@ def create(name: str, ctx: planrail.StepContext) -> Account:
 def send(to: str, token: str) -> str:
     """Send a message with a token (changes the world; the token is a secret)."""
     return f"sent to {to}"
+
+
+API_KEY = "sk-served-4f1d9c"
+
+
+@planrail.tool(side_effects="none", sensitivity="secret")
+def api_key(name: str) -> dict[str, str]:
+    """An API key (read-only; its output is a secret)."""
+    return {"key": API_KEY, "name": name}

@@ -76,7 +76,7 @@ async def test_validate_run_read_list_and_the_catalog(tmp_path: Path) -> None:
         assert invalid["errors"]
         resource = await client.read_resource("planrail://catalog")
         catalog = json.loads(resource.contents[0].text)  # type: ignore[union-attr]
-        assert {t["name"] for t in catalog["tools"]} == {"find", "create", "send"}
+        assert {t["name"] for t in catalog["tools"]} == {"find", "create", "send", "api_key"}
 
 
 async def test_a_plan_needing_approval_waits_and_runs_once_approved(tmp_path: Path) -> None:
@@ -93,6 +93,30 @@ async def test_a_plan_needing_approval_waits_and_runs_once_approved(tmp_path: Pa
         approve(db, waiting["run_id"])
         done = structured(await client.call_tool("resume_run", {"run_id": waiting["run_id"]}))
         assert done["status"] == "succeeded"
+
+
+async def test_run_plan_answers_with_secrets_redacted_as_the_store_keeps_them(
+    tmp_path: Path,
+) -> None:
+    """The client of ``run_plan`` is an agent: a secret tool's output reaches it redacted,
+    whether it is the plan's output itself or came through another step (it was handed out
+    in clear, while ``get_run`` and ``planrail run --json`` redacted it)."""
+    from .serve_tools import API_KEY
+
+    plans = [
+        {"steps": [{"id": "k", "tool": "api_key", "args": {"name": "x"}}], "output": "${k}"},
+        {"steps": [{"id": "k", "tool": "api_key", "args": {"name": "x"}},
+                   {"id": "f", "tool": "find", "args": {"name": "${k.key}"}, "depends_on": ["k"]}],
+         "output": "${f.name}"},
+    ]  # fmt: skip
+    async with Client(serve(tmp_path / "runs.db")) as client:
+        for plan in plans:
+            result = await client.call_tool("run_plan", {"plan": plan})
+            ran = structured(result)
+            assert ran["status"] == "succeeded"
+            told = json.dumps(ran) + " ".join(getattr(c, "text", "") for c in result.content)
+            assert API_KEY not in told
+            assert "***" in json.dumps(ran["output"])
 
 
 def approve(db: Path, run_id: str) -> None:

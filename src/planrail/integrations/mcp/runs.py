@@ -17,6 +17,8 @@ from typing import Any
 from planrail.agent.approval import side_effecting_steps as needs_approval
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import approval_record, defer, refuse_all
+from planrail.engine.executor import Execution
+from planrail.engine.result import RunResult
 from planrail.integrations.mcp.question import question
 from planrail.integrations.mcp.tools import bind_approval
 from planrail.plan.model import Plan
@@ -65,7 +67,7 @@ async def start(
         approval=approval,
         approver=refuse_all if answer is False else defer,
     )
-    return _outcome(await execution.run(), refused=answer is False)
+    return _outcome(execution, await execution.run(), refused=answer is False)
 
 
 async def resume(run_id: str, registry: ToolRegistry, store: Store) -> Outcome:
@@ -78,9 +80,12 @@ async def resume(run_id: str, registry: ToolRegistry, store: Store) -> Outcome:
     if record.approval is not None:  # bind the MCP tools to the schemas it approved
         bind_approval(dict(record.approval), checked, registry)
     execution = resume_execution(run_id, registry, store=store, approver=defer)
-    return _outcome(await execution.run())
+    return _outcome(execution, await execution.run())
 
 
-def _outcome(result: Any, *, refused: bool = False) -> Outcome:
+def _outcome(execution: Execution, result: RunResult, *, refused: bool = False) -> Outcome:
+    """What the client is told: the result as the store keeps it (secrets redacted: the
+    client is an agent, and what it reads goes into a model's context)."""
+    result = result.redacted(execution.redactor)
     status = "refused" if refused and result.status == "awaiting_approval" else result.status
     return Outcome(result.run_id, status, result.why, result.output)
