@@ -36,7 +36,7 @@ def test_docs_name_every_code_every_step_field_and_every_limit() -> None:
     """Every stable code, every Step field and every PlanLimits field is documented."""
     text = DOCS.read_text(encoding="utf-8")
     for code in (*CODES, "normalized", "unchecked_reference", "duplicate_dependency",
-                 "empty_plan"):  # fmt: skip
+                 "empty_plan", "approval_not_waived"):  # fmt: skip
         assert f"`{code}`" in text, code
     for field in Step.model_fields:
         assert f"| `{field}` |" in text, field

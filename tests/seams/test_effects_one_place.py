@@ -45,7 +45,8 @@ def test_no_module_but_effects_decides_what_changes_the_world() -> None:
 
 
 def test_the_rules_for_unknown_tools_waivers_and_fallbacks() -> None:
-    """Unknown tools are unsafe and need approval; a tool's waiver holds unless the step asks;
+    """Unknown tools are unsafe and need approval; a tool's waiver holds unless the step asks,
+    and a step's own waiver is no waiver;
     a read-only step that asks for approval may not start early; a fallback's tool counts."""
     registry = ToolRegistry(
         [
@@ -73,6 +74,10 @@ def test_the_rules_for_unknown_tools_waivers_and_fallbacks() -> None:
     assert waived.changes_world
     assert not waived.needs_approval
     assert waived.may_rerun
+    # a step cannot waive approval (its requires_approval: false counts as unset)
+    assert step_effect(step(tool="pay", requires_approval=False), registry).needs_approval
+    assert not step_effect(step(tool="read", requires_approval=False), registry).needs_approval
+    assert step_effect(step(tool="log", requires_approval=True), registry).needs_approval
     fallback = step_effect(step(tool="read", fallback={"tool": "pay", "args": {}}), registry)
     assert fallback.side_effects == "unsafe"
     assert fallback.needs_approval

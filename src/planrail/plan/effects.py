@@ -11,9 +11,11 @@ The rules, for a step:
   knows is taken as ``unsafe`` (the conservative default);
 - its side-effect class is the worst of those tools' (``none`` < ``idempotent`` < ``keyed`` <
   ``unsafe``); a step that calls no tool (``llm_call``, ``condition_check``) has ``none``;
-- it needs approval if the step says so (``requires_approval``), else if any of its tools says
-  so, else if every tool waives it (``requires_approval: false``) it does not, else exactly when
-  it changes the world;
+- it needs approval if the step asks for it (``requires_approval: true``), else if any of its
+  tools says so, else if every tool waives it (the tool's ``requires_approval=False``) it does
+  not, else exactly when it changes the world. A step cannot waive approval: its
+  ``requires_approval: false`` counts as unset — the plan is what is being approved, and its
+  author (often a model) cannot vouch for it; a waiver is the tool owner's;
 - it may start before its plan is sealed and approved only if it neither changes the world nor
   needs approval;
 - a retry of it may overlap a call of it that still runs (a timed-out sync call that could not
@@ -29,7 +31,15 @@ from dataclasses import dataclass
 from planrail.plan.model import Step, step_tools
 from planrail.plan.tools import SideEffects, ToolRegistry, ToolSpec
 
-__all__ = ["Effect", "StepEffects", "effects_of", "needing_approval", "step_effect", "tool_effect"]
+__all__ = [
+    "Effect",
+    "StepEffects",
+    "effects_of",
+    "needing_approval",
+    "step_effect",
+    "tool_effect",
+    "waives_nothing",
+]
 
 _ORDER: dict[str, int] = {"none": 0, "idempotent": 1, "keyed": 2, "unsafe": 3}
 
@@ -96,15 +106,19 @@ def step_effect(step: Step, registry: ToolRegistry) -> Effect:
             worst = side
         votes.append(spec.requires_approval if spec is not None else None)
         overlap = overlap and spec is not None and spec.overlapping_retries
-    if step.requires_approval is not None:
-        needs = step.requires_approval
-    elif any(v is True for v in votes):
+    if step.requires_approval or any(v is True for v in votes):
         needs = True
     elif votes and all(v is False for v in votes):
         needs = False
     else:
         needs = worst != "none"
     return _effect(worst, needs, overlap)
+
+
+def waives_nothing(step: Step) -> bool:
+    """Whether ``step`` tries to waive its own approval (``requires_approval: false``), which
+    counts as unset (validation warns ``approval_not_waived``)."""
+    return step.requires_approval is False
 
 
 class StepEffects:

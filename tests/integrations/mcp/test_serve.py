@@ -119,6 +119,17 @@ async def test_run_plan_answers_with_secrets_redacted_as_the_store_keeps_them(
             assert "***" in json.dumps(ran["output"])
 
 
+async def test_a_plan_cannot_waive_its_own_approval(tmp_path: Path) -> None:
+    """The agent's plan says its world-changing step needs no approval: it still waits for
+    one (``awaiting_approval``, nothing run), as the same plan without the waiver does."""
+    waiving = {"steps": [{**CHANGES["steps"][0], "requires_approval": False}]}
+    async with Client(serve(tmp_path / "runs.db")) as client:
+        waiting = structured(await client.call_tool("run_plan", {"plan": waiving}))
+        assert waiting["status"] == "awaiting_approval"
+        record = structured(await client.call_tool("get_run", {"run_id": waiting["run_id"]}))
+        assert record["steps"][0]["status"] == "pending"
+
+
 def approve(db: Path, run_id: str) -> None:
     """``planrail approve RUN_ID``, as an operator types it."""
     result = CliRunner().invoke(app, ["approve", run_id, "--store", f"sqlite:///{db}"])
