@@ -360,8 +360,7 @@ def emit_result(
 ) -> None:
     """Print the run's summary (or its JSON), secrets redacted by ``redactor`` exactly as the
     store redacts them (``None``: nothing to redact, or ``--show-secrets``)."""
-    if redactor is not None:
-        result = result.redacted(redactor)
+    result = result.redacted(redactor)
     if json_out:
         print(json_text(result.to_dict()))
     else:

@@ -36,9 +36,9 @@ __all__ = [
     "StepEffects",
     "effects_of",
     "needing_approval",
+    "self_waivers",
     "step_effect",
     "tool_effect",
-    "waives_nothing",
 ]
 
 _ORDER: dict[str, int] = {"none": 0, "idempotent": 1, "keyed": 2, "unsafe": 3}
@@ -115,10 +115,10 @@ def step_effect(step: Step, registry: ToolRegistry) -> Effect:
     return _effect(worst, needs, overlap)
 
 
-def waives_nothing(step: Step) -> bool:
-    """Whether ``step`` tries to waive its own approval (``requires_approval: false``), which
-    counts as unset (validation warns ``approval_not_waived``)."""
-    return step.requires_approval is False
+def self_waivers(steps: Iterable[Step]) -> list[Step]:
+    """The steps that try to waive their own approval (``requires_approval: false``), which
+    counts as unset (validation warns ``approval_not_waived``); one pass, no call per step."""
+    return [step for step in steps if step.requires_approval is False]
 
 
 class StepEffects:

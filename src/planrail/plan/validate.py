@@ -26,7 +26,7 @@ from planrail._memory import collector_paused
 from planrail.errors import PlanValidationError
 from planrail.plan.compiled import CompiledPlan
 from planrail.plan.duplicates import duplicate_calls_pass
-from planrail.plan.effects import waives_nothing
+from planrail.plan.effects import self_waivers
 from planrail.plan.lints import lints_pass
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
@@ -218,15 +218,14 @@ def _warnings(ctx: Context) -> None:
         ctx.warn("empty_plan", None, "$.steps", "the plan has no steps")
     if not ctx.with_warnings:
         return
-    for step in ctx.steps:
-        if waives_nothing(step):
-            ctx.warn(
-                "approval_not_waived",
-                step.id,
-                f"{ctx.at(step)}.requires_approval",
-                "a step cannot waive approval: requires_approval: false counts as unset, and"
-                " its tool decides (the tool's own requires_approval, else its side effects)",
-            )
+    for step in self_waivers(ctx.steps):
+        ctx.warn(
+            "approval_not_waived",
+            step.id,
+            f"{ctx.at(step)}.requires_approval",
+            "a step cannot waive approval: requires_approval: false counts as unset, and"
+            " its tool decides (the tool's own requires_approval, else its side effects)",
+        )
 
 
 _PASSES: list[Callable[[Context], None]] = [

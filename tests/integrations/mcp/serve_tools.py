@@ -40,3 +40,9 @@ API_KEY = "sk-served-4f1d9c"
 def api_key(name: str) -> dict[str, str]:
     """An API key (read-only; its output is a secret)."""
     return {"key": API_KEY, "name": name}
+
+
+@planrail.tool(side_effects="none", secret_params=["token"])
+def check_token(token: str) -> str:
+    """Check a token (read-only); it is always rejected, and the error quotes it."""
+    raise PermissionError(f"token {token} rejected")

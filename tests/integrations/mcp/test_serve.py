@@ -76,7 +76,8 @@ async def test_validate_run_read_list_and_the_catalog(tmp_path: Path) -> None:
         assert invalid["errors"]
         resource = await client.read_resource("planrail://catalog")
         catalog = json.loads(resource.contents[0].text)  # type: ignore[union-attr]
-        assert {t["name"] for t in catalog["tools"]} == {"find", "create", "send", "api_key"}
+        served = {t["name"] for t in catalog["tools"]}
+        assert served == {"find", "create", "send", "api_key", "check_token"}
 
 
 async def test_a_plan_needing_approval_waits_and_runs_once_approved(tmp_path: Path) -> None:
@@ -99,8 +100,9 @@ async def test_run_plan_answers_with_secrets_redacted_as_the_store_keeps_them(
     tmp_path: Path,
 ) -> None:
     """The client of ``run_plan`` is an agent: a secret tool's output reaches it redacted,
-    whether it is the plan's output itself or came through another step (it was handed out
-    in clear, while ``get_run`` and ``planrail run --json`` redacted it)."""
+    whether it is the plan's output itself or came through another step, and so does a
+    secret parameter's value quoted by an error (it was handed out in clear, while
+    ``get_run`` and ``planrail run --json`` redacted it)."""
     from .serve_tools import API_KEY
 
     plans = [
@@ -117,6 +119,15 @@ async def test_run_plan_answers_with_secrets_redacted_as_the_store_keeps_them(
             told = json.dumps(ran) + " ".join(getattr(c, "text", "") for c in result.content)
             assert API_KEY not in told
             assert "***" in json.dumps(ran["output"])
+        quoted = {"steps": [{"id": "k", "tool": "api_key", "args": {"name": "x"}},
+                            {"id": "c", "tool": "check_token", "args": {"token": "${k.key}"},
+                             "depends_on": ["k"]}]}  # fmt: skip
+        result = await client.call_tool("run_plan", {"plan": quoted})
+        failed = structured(result)
+        assert failed["status"] == "failed"
+        assert "token *** rejected" in failed["error"]
+        told = json.dumps(failed) + " ".join(getattr(c, "text", "") for c in result.content)
+        assert API_KEY not in told
 
 
 async def test_a_plan_cannot_waive_its_own_approval(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ from planrail.agent.approval import side_effecting_steps as needs_approval
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import approval_record, defer, refuse_all
 from planrail.engine.executor import Execution
-from planrail.engine.result import RunResult
 from planrail.integrations.mcp.question import question
 from planrail.integrations.mcp.tools import bind_approval
 from planrail.plan.model import Plan
@@ -67,7 +66,7 @@ async def start(
         approval=approval,
         approver=refuse_all if answer is False else defer,
     )
-    return _outcome(execution, await execution.run(), refused=answer is False)
+    return await _outcome(execution, refused=answer is False)
 
 
 async def resume(run_id: str, registry: ToolRegistry, store: Store) -> Outcome:
@@ -80,12 +79,13 @@ async def resume(run_id: str, registry: ToolRegistry, store: Store) -> Outcome:
     if record.approval is not None:  # bind the MCP tools to the schemas it approved
         bind_approval(dict(record.approval), checked, registry)
     execution = resume_execution(run_id, registry, store=store, approver=defer)
-    return _outcome(execution, await execution.run())
+    return await _outcome(execution)
 
 
-def _outcome(execution: Execution, result: RunResult, *, refused: bool = False) -> Outcome:
-    """What the client is told: the result as the store keeps it (secrets redacted: the
-    client is an agent, and what it reads goes into a model's context)."""
-    result = result.redacted(execution.redactor)
+async def _outcome(execution: Execution, *, refused: bool = False) -> Outcome:
+    """Run ``execution``; what the client is told is its result as the store keeps it
+    (secrets redacted: the client is an agent, and what it reads goes into a model's
+    context)."""
+    result = (await execution.run()).redacted(execution.redactor)
     status = "refused" if refused and result.status == "awaiting_approval" else result.status
     return Outcome(result.run_id, status, result.why, result.output)
