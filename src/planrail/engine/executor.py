@@ -39,6 +39,7 @@ from planrail.engine.step_runner import (
     Outcome,
     StepRunner,
     ToolAction,
+    fallback_unit,
 )
 from planrail.errors import (
     CallCrashedError,
@@ -229,6 +230,9 @@ class Execution:
         self._extra_handlers = dict(handlers or {})
         self._restored: dict[str, StepResult] = dict(restored or {})
         """Steps that already succeeded (a replan or a repaired stream): reused, not run."""
+        self._carried: set[str] = set(self._restored)
+        """The restored steps carried in from another run (given as ``restored``, not found in
+        this run's record): :meth:`_record_carried` commits them to it."""
         self._seen: list[str] = list(self._restored)
         """The steps whose outputs the plan's author saw (a replan's reused steps): literals
         copied from them are not the user's (:mod:`planrail.plan.copied`)."""
@@ -565,7 +569,26 @@ class Execution:
                 pause = min(pause * 2, 1.0)
                 continue
             self._restored.update(stored)
+            self._carried.difference_update(stored)
+            self._record_carried()
             return
+
+    def _record_carried(self) -> None:
+        """Commit the steps carried in from another run (a replan's reused steps) to this
+        run's record, as it opens: before anything of it is approved, recorded or called. A
+        resume of this run — after a crash, a failure, or the approval it waited for — then
+        finds them succeeded and never calls them again (under this run's keys)."""
+        assert self._ckpt is not None
+        carried = [sid for sid in self._restored if sid in self._carried and sid in self._steps]
+        if not carried:
+            return
+        for sid in carried:
+            self.results[sid] = self._restored[sid]
+        try:
+            self._ckpt.record([self.results[sid] for sid in carried], self.args)
+        except BaseException:
+            self._ckpt.release()
+            raise
 
     def result(self) -> RunResult:
         return RunResult(
@@ -773,7 +796,12 @@ class Execution:
         if ckpt is None:
             return None
         if ckpt.needs_intent(step):
-            return ckpt.intent(self.results[step.id], step, item, attempt, args)
+            # The intent is keyed STEP, or STEP:unit: a fallback call's own key is its unit's
+            # with ":fallback" (step_runner.fallback_key), never the step's own.
+            unit: int | str | None = item
+            if self._runner is not None and self._runner.is_fallback(step):
+                unit = fallback_unit(item)
+            return ckpt.intent(self.results[step.id], step, unit, attempt, args)  # type: ignore[arg-type]
         return None if ckpt.unsaved is None else asyncio.shield(ckpt.unsaved)
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
@@ -978,7 +1006,8 @@ class Execution:
         self.error = f"the store failed: {problem}"
         for sid in left:
             res = self.results[sid]
-            if res.status == S.SUCCEEDED:
+            # A step carried from another run keeps its known outcome (its call was made there).
+            if res.status == S.SUCCEEDED and sid not in self._carried:
                 why = f"its outcome could not be recorded: {problem}"
                 res.status = S.FAILED if self.effects[sid].may_rerun else S.IN_DOUBT
                 res.output, res.reason = None, why

@@ -75,6 +75,8 @@ __all__ = [
     "OutputError",
     "StepRunner",
     "ToolAction",
+    "fallback_key",
+    "fallback_unit",
 ]
 
 
@@ -83,6 +85,22 @@ _NO_EXTRA: dict[str, Any] = {}
 """A plain call's extra record fields: none (shared, never written)."""
 _UNKNOWN = tool_effect(None)
 """The effect of a tool nobody knows: unsafe."""
+
+
+_FALLBACK = "fallback"
+
+
+def fallback_unit(item: int | None) -> str:
+    """What follows ``STEP`` in the key of a fallback tool's call: ``fallback``, or
+    ``i:fallback`` for item ``i`` of a fan-out — the unit's own key with ``:fallback``."""
+    return _FALLBACK if item is None else f"{item}:{_FALLBACK}"
+
+
+def fallback_key(key: str) -> str:
+    """The idempotency key of the fallback call of the unit keyed ``key`` (``RUN_ID:STEP`` or
+    ``RUN_ID:STEP:i``): its own, the same on every attempt and resume, so that its intent (with
+    the fallback's arguments) never meets the step's (with the step's)."""
+    return f"{key}:{_FALLBACK}"
 
 
 class _Overlay(Mapping[str, Any]):
@@ -352,6 +370,8 @@ class StepRunner:
         base = job.base
         key = base.idempotency_key if index is None else f"{base.idempotency_key}:{index}"
         primary = step is job.step
+        if not primary:  # the fallback tool's call
+            key = fallback_key(key)
         handler = job.handler if primary else self.handlers["tool_call"]
         resolve = functools.partial(_resolve, self.parse, outputs)
 
@@ -535,6 +555,11 @@ class StepRunner:
         else:
             res.reason = f"it failed ({why}) and so did its fallback tool '{fb.tool}'"
         return res
+
+    def is_fallback(self, step: Step) -> bool:
+        """Whether ``step`` is the stand-in this runner calls a step's fallback tool as (what
+        the ``before_attempt`` hook receives for a fallback call)."""
+        return self._fallback_steps.get(step.id) is step
 
     def _fallback_step(self, step: Step) -> Step:
         fb_step = self._fallback_steps.get(step.id)

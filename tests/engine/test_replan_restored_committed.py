@@ -1,0 +1,235 @@
+"""A step a replan reuses is committed to the new run version's record (``RUN-rN``), before
+any of its dependents calls anything: a resume of that version finds it succeeded and never
+calls its tool again (it used to find no record, and call it again under ``RUN-rN:STEP``)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+import planrail
+from planrail.agent import Agent, approve_all
+from planrail.engine import operations
+from planrail.engine.approval import defer
+from planrail.engine.checkpoint import load_result
+from planrail.plan.tools import Tool
+from planrail.store import SQLiteStore
+from planrail.testing import FakeClock, ScriptedLLM
+from planrail.types import StepStatus
+
+from .dying_store import WALL, DyingStore, resume_later, run_until
+
+S = StepStatus
+GOAL = "Charge Alice and tell her"
+
+
+class Charge(BaseModel):
+    charge_id: str
+
+
+class Sent(BaseModel):
+    sent: bool
+
+
+@dataclasses.dataclass
+class Ledger:
+    """What the tools were called with, in order, as (tool, idempotency key)."""
+
+    calls: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    notify_fails: int = 0
+    """How many calls of ``notify`` fail (for good: no retry) before one succeeds."""
+    kill_in: str | None = None
+    """A run id: ``notify`` called in that run makes the store die and never returns (its
+    runner is killed mid-call), after noting the run's records as they are in the file."""
+    store: DyingStore | None = None
+    seen_by_notify: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    died: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+    def count(self, tool: str) -> int:
+        return sum(1 for name, _ in self.calls if name == tool)
+
+    async def maybe_die(self, run_id: str) -> None:
+        if self.store is None or run_id != self.kill_in:
+            return
+        self.kill_in = None
+        reader = SQLiteStore(self.store.path)
+        try:
+            records = reader.get_steps(run_id)
+        finally:
+            reader.close()
+        self.seen_by_notify.append({sid: str(r.status) for sid, r in records.items()})
+        self.store.die()
+        self.died.set()
+        await asyncio.Event().wait()  # the process is gone: this call never returns
+
+
+def make_tools(ledger: Ledger) -> list[Tool]:
+    @planrail.tool(side_effects="keyed")
+    async def charge(ctx: planrail.StepContext, amount: int) -> Charge:
+        """Charge a card (a side effect)."""
+        ledger.calls.append(("charge", ctx.idempotency_key))
+        return Charge(charge_id="ch_1")
+
+    @planrail.tool(side_effects="keyed")
+    async def notify(ctx: planrail.StepContext, charge_id: str) -> Sent:
+        """Tell the customer."""
+        ledger.calls.append(("notify", ctx.idempotency_key))
+        await ledger.maybe_die(ctx.run_id)
+        if ledger.notify_fails > 0:
+            ledger.notify_fails -= 1
+            raise ValueError("the mail server refused the message")
+        return Sent(sent=True)
+
+    return [charge, notify]
+
+
+FIRST = {
+    "goal": GOAL,
+    "steps": [
+        {"id": "a", "tool": "charge", "args": {"amount": 5}},
+        {"id": "b", "tool": "notify", "args": {"charge_id": "${a.charge_id}"}, "depends_on": ["a"]},
+    ],
+}
+REPLAN = {
+    "goal": GOAL,
+    "steps": [
+        {"id": "c", "tool": "notify", "args": {"charge_id": "${a.charge_id}"}, "depends_on": ["a"]},
+    ],
+}
+
+
+def agent(ledger: Ledger, store: SQLiteStore, tools: list[Tool], clock: FakeClock) -> Agent:
+    llm = ScriptedLLM([FIRST, REPLAN])
+    return Agent(
+        llm, tools, approval=approve_all, max_replans=1, store=store, run_id="RUN", clock=clock
+    )
+
+
+def resume_r1(tools: list[Tool], db: Path) -> Awaitable[planrail.RunResult]:
+    return resume_later("RUN-r1", tools, db)
+
+
+async def test_a_failed_replan_resumed_does_not_call_its_reused_step_again(
+    tmp_path: Path,
+) -> None:
+    """``b`` fails, the replan reuses ``a`` and its ``c`` fails too; resuming ``RUN-r1`` runs
+    ``c`` only: ``charge`` was called once, under the first run's key."""
+    ledger = Ledger(notify_fails=2)
+    tools = make_tools(ledger)
+    db = tmp_path / "runs.db"
+    store = SQLiteStore(db)
+    result = await agent(ledger, store, tools, FakeClock(wall=WALL)).run(GOAL)
+    assert result.status == "failed", result.reason
+    assert [r.run_id for r in result.runs] == ["RUN", "RUN-r1"]
+    store.close()
+
+    resumed = await resume_r1(tools, db)
+
+    assert resumed.status == "succeeded", resumed.why
+    assert ledger.calls == [
+        ("charge", "RUN:a"),
+        ("notify", "RUN:b"),
+        ("notify", "RUN-r1:c"),
+        ("notify", "RUN-r1:c"),
+    ]
+    assert ledger.count("charge") == 1
+    assert resumed.steps["a"].output == {"charge_id": "ch_1"}
+    reader = SQLiteStore(db)
+    try:
+        recorded = reader.get_steps("RUN-r1")["a"]
+    finally:
+        reader.close()
+    assert (recorded.status, recorded.output) == (S.SUCCEEDED, {"charge_id": "ch_1"})
+
+
+async def test_a_replan_killed_mid_call_keeps_its_reused_step(tmp_path: Path) -> None:
+    """The runner of ``RUN-r1`` dies while ``c`` (which depends on the reused ``a``) is being
+    called: ``a``'s record was committed before that call, so the resume calls ``c`` again and
+    never ``charge``."""
+    ledger = Ledger(notify_fails=1, kill_in="RUN-r1")
+    tools = make_tools(ledger)
+    db = tmp_path / "runs.db"
+    dying = ledger.store = DyingStore(db)
+    await run_until(ledger.died, agent(ledger, dying, tools, FakeClock(wall=WALL)).run(GOAL))
+    dying.close()
+
+    resumed = await resume_r1(tools, db)
+
+    assert resumed.status == "succeeded", resumed.why
+    assert ledger.count("charge") == 1
+    assert ledger.calls[-2:] == [("notify", "RUN-r1:c"), ("notify", "RUN-r1:c")]
+    assert ledger.seen_by_notify == [{"a": "succeeded", "c": "running"}]
+    reader = SQLiteStore(db)
+    try:
+        assert load_result(reader, "RUN-r1").status == "succeeded"
+    finally:
+        reader.close()
+
+
+async def test_prepare_restored_steps_are_committed(tmp_path: Path) -> None:
+    """The public door: ``planrail.prepare(..., restored=...)`` with a store records the
+    restored step in the run, so that ``planrail.resume`` does not call it."""
+    ledger = Ledger(notify_fails=1)
+    tools = make_tools(ledger)
+    db = tmp_path / "runs.db"
+    store = SQLiteStore(db)
+    first = await planrail.arun(FIRST, tools, store=store, run_id="RUN", approve=True)
+    assert first.status == "failed"
+    plan = {"goal": GOAL, "steps": [FIRST["steps"][0], REPLAN["steps"][0]]}
+    again = planrail.prepare(
+        plan,
+        tools,
+        store=store,
+        run_id="RUN-r1",
+        approve=True,
+        restored={"a": first.steps["a"]},
+        clock=FakeClock(wall=WALL),
+    )
+    ledger.notify_fails = 1
+    second = await again.run()
+    assert second.status == "failed"
+    assert [e.step_id for e in store.events("RUN-r1") if e.type == "step_restored"] == ["a"]
+    store.close()
+
+    resumed = await resume_r1(tools, db)
+
+    assert resumed.status == "succeeded", resumed.why
+    assert ledger.count("charge") == 1
+    assert ledger.calls == [
+        ("charge", "RUN:a"),
+        ("notify", "RUN:b"),
+        ("notify", "RUN-r1:c"),
+        ("notify", "RUN-r1:c"),
+    ]
+
+
+async def test_a_replan_left_waiting_for_approval_keeps_its_reused_step(tmp_path: Path) -> None:
+    """A replanned run stored ``awaiting_approval`` (its approver deferred) holds its reused
+    step already: approved by an operator and resumed, it calls only the new step."""
+    ledger = Ledger(notify_fails=1)
+    tools = make_tools(ledger)
+    db = tmp_path / "runs.db"
+    store = SQLiteStore(db)
+    first = await planrail.arun(FIRST, tools, store=store, run_id="RUN", approve=True)
+    plan = {"goal": GOAL, "steps": [FIRST["steps"][0], REPLAN["steps"][0]]}
+    waiting = await planrail.prepare(
+        plan,
+        tools,
+        store=store,
+        run_id="RUN-r1",
+        approver=defer,
+        restored={"a": first.steps["a"]},
+        clock=FakeClock(wall=WALL),
+    ).run()
+    assert waiting.status == "awaiting_approval"
+    operations.approve(store, "RUN-r1", clock=FakeClock(wall=WALL + 50))
+    store.close()
+
+    resumed = await resume_r1(tools, db)
+
+    assert resumed.status == "succeeded", resumed.why
+    assert ledger.calls == [("charge", "RUN:a"), ("notify", "RUN:b"), ("notify", "RUN-r1:c")]
