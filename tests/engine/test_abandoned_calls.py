@@ -4,18 +4,22 @@ allows that (``engine/runners.py``, ``engine/attempts.py``, ``plan/effects.py``)
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import planrail
 from planrail.engine.executor import Execution
-from planrail.engine.runners import LocalRunner
+from planrail.engine.runners import LocalRunner, still_running
 from planrail.plan.effects import step_effect
 from planrail.plan.model import Step
 from planrail.plan.tools import ToolDefinitionError, ToolRegistry
 from planrail.policies.limits import RunPolicy
+from planrail.store import SQLiteStore
 
 
 async def test_a_timed_out_sync_call_holds_its_resource_until_its_thread_returns() -> None:
@@ -208,3 +212,54 @@ async def test_abandoned_calls_count_against_max_concurrency_until_their_thread_
     assert result.steps["o"].status == "succeeded"
     assert seen_at_failure == [("pending", 1)]
     assert log == ["stuck start", "stuck end", "other start", "other end"]
+
+
+async def test_a_resume_in_the_same_process_waits_for_the_call_its_key_still_runs(
+    tmp_path: Path,
+) -> None:
+    """A long-lived process (``planrail mcp serve``) cancels a run while a keyed sync call runs
+    in its thread, then resumes the run: the resume does not call that key again while the
+    first call still runs (the step fails, ``CallStillRunningError``); once it has returned, a
+    resume calls it again with the same key. From the tool's own log."""
+    started, release = threading.Event(), threading.Event()
+    calls: list[tuple[str, str]] = []
+
+    @planrail.tool(side_effects="keyed")
+    def post(ctx: planrail.StepContext) -> str:
+        """Blocks its thread until released."""
+        calls.append(("start", ctx.idempotency_key))
+        started.set()
+        release.wait(30)
+        calls.append(("end", ctx.idempotency_key))
+        return "posted"
+
+    plan = {"goal": "post once at a time", "steps": [{"id": "p", "tool": "post", "args": {}}]}
+    run_id = f"held-{tmp_path.name}"  # a key of its own: the process remembers it
+    key = f"{run_id}:p"
+    store = SQLiteStore(tmp_path / "runs.db")
+    try:
+        first = asyncio.create_task(
+            planrail.arun(plan, [post], store=store, run_id=run_id, approve=True)
+        )
+        assert await asyncio.to_thread(started.wait, 10)
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        assert store.get_run(run_id).status == "cancelled"  # type: ignore[union-attr]
+
+        held = await planrail.resume(run_id, [post], store=store).run()
+        error = held.steps["p"].error
+        assert held.status == "failed"
+        assert error is not None
+        assert error["type"] == "CallStillRunningError"
+        assert calls == [("start", key)], "not called while the first call runs"
+
+        release.set()
+        for call in still_running(key):
+            await asyncio.wrap_future(call)
+        again = await planrail.resume(run_id, [post], store=store).run()
+    finally:
+        release.set()
+        store.close()
+    assert again.status == "succeeded", again.why
+    assert calls == [("start", key), ("end", key), ("start", key), ("end", key)]

@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 
 from planrail.engine.resources import ResourceGate
 from planrail.engine.result import OneAttempt
-from planrail.engine.runners import Leftovers, stop_watching, watch_calls
+from planrail.engine.runners import (
+    CallStillRunningError,
+    Leftovers,
+    keep_running,
+    still_running,
+    stop_watching,
+    watch_calls,
+)
 from planrail.errors import CallCrashedError, error_dict
 from planrail.policies.limits import AttemptTimeoutError, DeadlineExceededError, StepTimeoutError
 from planrail.policies.retry import NO_RETRY, Random, RetryPolicy, retry_after_of
@@ -130,6 +137,8 @@ class Attempt:
     overlap: bool = False
     """A retry may start while the call it replaces still runs (an abandoned sync call):
     :attr:`planrail.plan.effects.Effect.retry_may_overlap`."""
+    key: str | None = None
+    """The call's idempotency key (``StepContext.idempotency_key``)."""
 
 
 class AttemptLoop:
@@ -177,6 +186,8 @@ class AttemptLoop:
         refused = self.refused(a.step, a.item, a.extra, a.args)  # retries are not new calls
         if refused is not None:
             return refused
+        if a.key is not None and not a.overlap and still_running(a.key):
+            return Result(False, exc=_still_running(sid, a.key), args=a.args)
         for k in range(1, a.policy.max_attempts + 1):
             running: Leftovers = []
             now = clock.monotonic()
@@ -232,6 +243,8 @@ class AttemptLoop:
                     return Result(True, output, args=a.args)
                 finally:
                     stop_watching(token)
+                    if found.running and a.key is not None:  # timed out or cancelled: a
+                        keep_running(a.key, found.running)  # later run here waits for it
                 running = [f for f in found.running if not f.done()]
                 # An unsafe call that could not be stopped runs on, was killed mid-call, or was
                 # cancelled mid-call (an async call; any call not known to have been queued
@@ -361,6 +374,14 @@ class AttemptLoop:
     def _notify(self, step: Any, record: dict[str, Any]) -> None:
         if self.on_attempt is not None:
             self.on_attempt(step, record)
+
+
+def _still_running(sid: str, key: str) -> CallStillRunningError:
+    return CallStillRunningError(
+        f"step '{sid}' was not called: its call with key {key}, made earlier in this process,"
+        " could not be stopped and still runs; resume the run once it has returned",
+        step_id=sid,
+    )
 
 
 def message_of(exc: BaseException) -> str:

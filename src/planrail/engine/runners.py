@@ -15,6 +15,11 @@ is a call cancelled before it began (*queued*: waiting for a thread or a worker)
 effect; any other call cut by a timeout was under way (see :mod:`planrail.engine.attempts`).
 The threads are daemons: the process exits when the run is over even if an abandoned call never
 returns.
+
+An abandoned call is remembered by its idempotency key for as long as its thread runs
+(:func:`keep_running`), for the whole process: a later run in the same process — a resume of
+a cancelled run in a long-lived ``planrail mcp serve`` — does not call that key again while the
+first call still runs (:class:`CallStillRunningError`).
 """
 
 from __future__ import annotations
@@ -26,16 +31,30 @@ import contextvars
 import functools
 import queue
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from planrail.errors import ExecutionError
 from planrail.plan.tools import Tool
 
 if TYPE_CHECKING:
     from planrail.engine.isolation import ProcessWorkers
 
-__all__ = ["CallWatch", "Leftovers", "LocalRunner", "stop_watching", "watch_calls", "watching"]
+__all__ = [
+    "RUNNING_KEYS",
+    "CallStillRunningError",
+    "CallWatch",
+    "Leftovers",
+    "LocalRunner",
+    "abandoned_here",
+    "keep_running",
+    "still_running",
+    "stop_watching",
+    "watch_calls",
+    "watching",
+]
 
 Leftovers = list["concurrent.futures.Future[Any]"]
 """Calls of one attempt that were abandoned while they still ran (their futures)."""
@@ -73,6 +92,57 @@ def stop_watching(token: contextvars.Token[CallWatch | None]) -> None:
 def watching() -> CallWatch | None:
     """Where the current attempt collects its calls' fate (None: nobody watches)."""
     return _WATCH.get()
+
+
+class CallStillRunningError(ExecutionError):
+    """A call was not made: the call made earlier in this process with the same idempotency
+    key could not be stopped (an abandoned sync call) and still runs. Not retryable: the step
+    fails, and a resume once that call has returned calls it again with the key."""
+
+    code = "call_still_running"
+
+
+RUNNING_KEYS: dict[str, set[concurrent.futures.Future[Any]]] = {}
+"""Idempotency key -> the abandoned calls made with it whose thread has not returned (empty
+nearly always: a step takes the short path only while it is)."""
+_RUNNING_LOCK = threading.Lock()
+
+
+def keep_running(key: str, calls: Leftovers) -> None:
+    """Remember ``calls`` (abandoned, made with ``key``) until each has returned."""
+    with _RUNNING_LOCK:
+        RUNNING_KEYS.setdefault(key, set()).update(calls)
+    for future in calls:
+        future.add_done_callback(functools.partial(_returned_call, key))
+
+
+def _returned_call(key: str, future: concurrent.futures.Future[Any]) -> None:
+    with _RUNNING_LOCK:
+        left = RUNNING_KEYS.get(key)
+        if left is not None:
+            left.discard(future)
+            if not left:
+                del RUNNING_KEYS[key]
+
+
+_UNWATCHED: weakref.WeakKeyDictionary[asyncio.Task[Any], Leftovers] = weakref.WeakKeyDictionary()
+"""Calls abandoned by a task nobody watched (a plain step's one call: no attempt loop)."""
+
+
+def abandoned_here() -> Leftovers:
+    """The calls the current task abandoned while nobody watched (:func:`watch_calls`), taken
+    (a plain step's call cut by its run's cancellation: it asks once, when cancelled)."""
+    task = asyncio.current_task()
+    return [] if task is None else _UNWATCHED.pop(task, [])
+
+
+def still_running(key: str) -> Leftovers:
+    """The abandoned calls made with ``key`` in this process that still run (most often
+    none: one dict lookup)."""
+    if not RUNNING_KEYS:
+        return []
+    with _RUNNING_LOCK:
+        return [f for f in RUNNING_KEYS.get(key, ()) if not f.done()]
 
 
 class _DaemonPool:
@@ -185,6 +255,10 @@ class LocalRunner:
                 future.add_done_callback(functools.partial(self._returned, loop))
                 if found is not None:
                     found.running.append(future)
+                else:
+                    task = asyncio.current_task()
+                    if task is not None:
+                        _UNWATCHED.setdefault(task, []).append(future)
             raise
 
     def _returned(

@@ -45,6 +45,7 @@ from planrail.engine.attempts import (
 from planrail.engine.checkpoint import args_hash
 from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
 from planrail.engine.resources import ResourceGate
+from planrail.engine.runners import RUNNING_KEYS, abandoned_here, keep_running
 from planrail.errors import (
     CallCrashedError,
     PlanrailError,
@@ -252,7 +253,7 @@ class StepRunner:
             late = self.loop.deadline_error(step.id)
             return _now(Outcome(S.FAILED, error=error_dict(late), reason=late.message, fatal=True))
         tool = self._plain_tool(step, handler)
-        if tool is not None:
+        if tool is not None and not RUNNING_KEYS:  # else the attempt loop checks its key
             assert isinstance(handler, ToolAction)
             return self._plain(step, tool, handler, outputs, context)
         prio = self.priorities.get(step.id, 0.0) if priority is None else priority
@@ -301,6 +302,10 @@ class StepRunner:
             except Exception:
                 raise
             except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    left = abandoned_here()  # its thread runs on: a later run here waits
+                    if left:
+                        keep_running(context(1).idempotency_key, left)
                 escaped(step.id, 1, exc)
         except Exception as exc:
             tally = Tally(1)
@@ -418,6 +423,7 @@ class StepRunner:
             extra=extra,
             keyed=effect.may_rerun,
             overlap=effect.retry_may_overlap,
+            key=key,
         )
 
     def _effect(self, step: Step) -> Effect:
