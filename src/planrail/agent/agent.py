@@ -21,6 +21,7 @@ from planrail.agent.stages import kept_calls, stage_failure_text
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import strict_answer
 from planrail.engine.call_guard import CallGuard
+from planrail.engine.checkpoint import load_result
 from planrail.engine.executor import (
     MAX_RUN_ID_LENGTH,
     Execution,
@@ -28,8 +29,10 @@ from planrail.engine.executor import (
     check_new_run_id,
     new_run_id,
 )
+from planrail.engine.gate import check_not_refused
+from planrail.engine.guard import ToolCallCount
 from planrail.engine.result import RunResult, StepResult
-from planrail.errors import ExecutionError
+from planrail.errors import ApprovalRefusedError, ExecutionError
 from planrail.llm.base import LLM
 from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable
 from planrail.llm.errors import BudgetExceededError, LLMError
@@ -72,6 +75,9 @@ class RunContext:
     """The store's run id of the first plan; replan N runs as ``RUN_ID-rN``."""
     calls: CallGuard | None = None
     """The repeated-call guard, shared by the plan and its replans."""
+    tool_calls: ToolCallCount = field(default_factory=ToolCallCount)
+    """The tool calls the security guard admitted, counted over the plan and its replans:
+    ``SecurityPolicy.max_tool_calls`` bounds them all."""
     redactor: Redactor | None = None
     """The last execution's redactor (the replan prompt never carries a secret)."""
 
@@ -176,6 +182,7 @@ class Agent:
             res.usage = ctx.meter.to_dict()
             return res
         try:
+            self._check_not_refused()
             await self._first(ctx)
             while (
                 res.status == "failed"
@@ -192,6 +199,10 @@ class Agent:
             pass  # reported below, from the meter
         except LLMError as exc:
             res.status, res.reason = "error", exc.message
+        except ApprovalRefusedError as exc:  # an operator refused the run under this id
+            res.status, res.reason = "refused", exc.message
+            if res.run is None and self.store is not None and exc.run_id is not None:
+                res.run = load_result(self.store, exc.run_id)
         if ctx.meter.exceeded is not None and res.status != "refused":
             res.status, res.reason = "budget_exceeded", ctx.meter.exceeded.message
             ctx.trace.note("budget_exceeded", limit=ctx.meter.exceeded.limit)
@@ -199,6 +210,15 @@ class Agent:
             res.reason = res.run.why
         res.usage = ctx.meter.to_dict()
         return res
+
+    def _check_not_refused(self) -> None:
+        """:class:`ApprovalRefusedError` before any model is asked (and paid) when the run
+        under the given ``run_id`` was refused by an operator: it never runs again."""
+        if self.store is None or self.run_id is None:
+            return
+        stored = self.store.get_run(self.run_id)
+        if stored is not None:
+            check_not_refused(stored)
 
     def _context(self, goal: str) -> RunContext:
         meter = BudgetMeter(self.budget, self.prices)
@@ -313,6 +333,7 @@ class Agent:
             "restored": reuse,
             "reason": reason,
             "call_guard": ctx.calls,
+            "tool_calls": ctx.tool_calls,
             "previous": previous,
         }
         if open_plan:  # streamed: validated step by step, checkpointed once sealed
@@ -381,6 +402,15 @@ class Agent:
             return False
         failed = [sid for sid, r in run.steps.items() if r.status == StepStatus.FAILED]
         if not failed and not run.rejected_stages:
+            return False
+        if self.security is not None and ctx.tool_calls.spent(self.security):
+            # no call of a new plan would be admitted: the run ends here
+            ctx.trace.note("not_replanned", limit="max_tool_calls")
+            if run.error is None:  # else the run's own error says so
+                res.reason = (
+                    f"{run.why}; not replanned: its {self.security.max_tool_calls:,} tool calls"
+                    " (SecurityPolicy.max_tool_calls) are spent"
+                )
             return False
         finished = _reusable(plan, run)
         res.replans += 1

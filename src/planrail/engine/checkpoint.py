@@ -20,7 +20,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from planrail.engine.events import Event
+from planrail.engine.events import Event, EventType
+from planrail.engine.guard import admitted
 from planrail.engine.owners import Owner, owner_gone, this_owner
 from planrail.engine.result import StepResult, history_of, usage_of
 from planrail.errors import ExecutionError, error_dict
@@ -148,6 +149,9 @@ class Checkpointer:
         continues after them instead of calling them again."""
         self.took_over: str | None = None
         """The owner of a dead runner on this host whose lease this one took over at once."""
+        self.admitted = 0
+        """The tool calls the security guard admitted before this resume (its stored
+        ``policy_decision`` events say so): ``SecurityPolicy.max_tool_calls`` counts them."""
 
     # ------------------------------------------------------------------ opening
 
@@ -186,6 +190,8 @@ class Checkpointer:
         self.resumed = True
         earlier = self.store.events(self.run_id)
         self._seq = earlier[-1].seq if earlier else 0  # requests before this resume are spent
+        decided = EventType.POLICY_DECISION
+        self.admitted = sum(1 for e in earlier if e.type == decided and admitted(e.data))
         self.created_at = existing.created_at
         self.approval = self.approval or existing.approval
         restored: dict[str, StepResult] = {}

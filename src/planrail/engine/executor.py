@@ -28,7 +28,7 @@ from planrail.engine.approval import ApprovalRequest, ApprovalRequiredError, App
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import Checkpointer, LeaseLostError, RunBusyError
 from planrail.engine.events import Event, EventType
-from planrail.engine.guard import SecurityGuard
+from planrail.engine.guard import SecurityGuard, ToolCallCount
 from planrail.engine.outcome import recordable
 from planrail.engine.result import RunResult, StepResult, keep_history, keep_usage
 from planrail.engine.runners import LocalRunner
@@ -186,6 +186,7 @@ class Execution:
         approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
         call_guard: CallGuard | None = None,
         previous: Plan | None = None,
+        tool_calls: ToolCallCount | None = None,
     ) -> None:
         observers = list(observers)
         _check_options(max_concurrency, failure_mode, clock, observers, policy, security)
@@ -304,6 +305,10 @@ class Execution:
         again from the stored policy when a resume adopts it (:func:`gate.adopt`), unless one
         was given."""
         self._call_guard_given = call_guard is not None
+        self.tool_calls = tool_calls if tool_calls is not None else ToolCallCount()
+        """The tool calls the security guard admitted (``SecurityPolicy.max_tool_calls``): an
+        agent shares one across its replans; a resume adds those of the run's earlier runners
+        (:attr:`Checkpointer.admitted`)."""
         self._stages = StageGate.for_plan(plan, self.scheduler.state) if plan.stages else None
         self._stage_goals = stage_goals(plan)
 
@@ -523,6 +528,7 @@ class Execution:
             approve_call=self._approve_call,
             on_decision=self._decided,
             redactor=self.redactor,
+            calls=self.tool_calls,
         )
 
     def provenance(self) -> Provenance:
@@ -570,6 +576,7 @@ class Execution:
                 continue
             self._restored.update(stored)
             self._carried.difference_update(stored)
+            self.tool_calls.admitted += self._ckpt.admitted
             self._record_carried()
             return
 
@@ -893,7 +900,8 @@ class Execution:
                 return
             while isinstance(exc, ExceptionGroup) and exc.exceptions:  # from a fan-out item
                 exc = exc.exceptions[0]
-            log.exception("error running step %s", step.id)
+            if not getattr(exc, "fatal", False):  # a run-wide limit (max_tool_calls) is no bug
+                log.exception("error running step %s", step.id)
             outcome = Outcome(
                 S.FAILED,
                 error=error_dict(exc),

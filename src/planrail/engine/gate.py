@@ -8,7 +8,7 @@ steps, kept in a module of their own; they read and set the execution's state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from planrail.engine.approval import (
@@ -23,6 +23,7 @@ from planrail.engine.events import EventType
 from planrail.errors import ApprovalRefusedError
 from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
 from planrail.plan.model import Plan
+from planrail.plan.tools import ToolRegistry
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import SecurityPolicy, check_approval
 from planrail.store.base import RunRecord
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from planrail.engine.executor import Execution
 
 __all__ = [
+    "APPROVAL_STEPS",
     "SCHEMAS",
     "adopt",
     "approval_needed",
@@ -44,6 +46,13 @@ __all__ = [
 
 SCHEMAS = "tool_schemas"
 """The approval record's key for the schema hash of each tool the approved plan uses."""
+
+APPROVAL_STEPS = "approval_steps"
+"""The stored policies' key for the steps the run's approval policy named beyond those
+:mod:`planrail.plan.effects` names: a resume, which is given no approval policy, asks about
+them too."""
+
+ApprovalPolicy = Callable[[Plan, ToolRegistry], Iterable[str]]
 
 E = EventType
 S = StepStatus
@@ -96,6 +105,11 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
     seen = saved.get("seen")
     if isinstance(seen, list) and not ex._seen:
         ex._seen = [s for s in seen if isinstance(s, str)]
+    named = saved.get(APPROVAL_STEPS)
+    if isinstance(named, list) and named:
+        ex.approval_policy = also_asking(
+            ex.approval_policy, [s for s in named if isinstance(s, str)]
+        )
     kept_security = saved.get("security")
     given = None if ex._security_given is None else ex._security_given.to_dict()
     if ex._security_given is None:
@@ -149,7 +163,34 @@ def policies(ex: Execution) -> dict[str, Any]:
     }
     if ex._seen:  # the outputs the plan's author saw: copied literals stay tainted on resume
         kept["seen"] = list(ex._seen)
+    named = policy_steps(ex)
+    if named:  # an approval the run's policy asks for is asked for on resume too
+        kept[APPROVAL_STEPS] = named
     return kept
+
+
+def policy_steps(ex: Execution) -> list[str]:
+    """The steps of the plan the run's approval policy names beyond those
+    :mod:`planrail.plan.effects` names (none without a policy)."""
+    if ex.approval_policy is None:
+        return []
+    default = set(needing_approval(ex.effects))
+    return [s for s in dict.fromkeys(ex.approval_policy(ex.plan, ex.registry)) if s not in default]
+
+
+def also_asking(policy: ApprovalPolicy | None, stored: list[str]) -> ApprovalPolicy:
+    """``policy`` (None: the steps :mod:`planrail.plan.effects` names), and with it the steps
+    a stored run's own approval policy named (:data:`APPROVAL_STEPS`)."""
+
+    def named(plan: Plan, registry: ToolRegistry) -> list[str]:
+        base = (
+            needing_approval(effects_of(plan.steps, registry))
+            if policy is None
+            else policy(plan, registry)
+        )
+        return list(dict.fromkeys([*base, *(s for s in stored if s in plan.by_id)]))
+
+    return named
 
 
 def approval_needed(ex: Execution) -> list[str]:

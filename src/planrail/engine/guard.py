@@ -3,6 +3,11 @@
 The policy (:class:`~planrail.policies.security.SecurityPolicy`) is a frozen value and decides;
 the guard is the run-time side: it counts tool calls, asks the policy, awaits the approval
 callback when the answer is *approve*, remembers what was approved, and reports each decision.
+
+The count (:class:`ToolCallCount`) outlives one guard: a resume starts it from the calls the
+run's stored ``policy_decision`` events admitted (:func:`admitted`, read when the checkpoint
+opens), and an agent shares one over its plan and its replans, as it shares the repeated-call
+guard. ``SecurityPolicy.max_tool_calls`` bounds the run, not one process or one plan version.
 """
 
 from __future__ import annotations
@@ -25,11 +30,32 @@ from planrail.policies.security import (
     args_digest,
 )
 
-__all__ = ["OnDecision", "SecurityGuard"]
+__all__ = ["OnDecision", "SecurityGuard", "ToolCallCount", "admitted"]
 
 OnDecision = Callable[[str, int, dict[str, Any]], None]
 """``on_decision(step_id, attempt, data)`` — the executor emits it as a ``policy_decision``
 event."""
+
+
+class ToolCallCount:
+    """The tool calls the security guard admitted: of one run over its resumes, or of an
+    agent's plan and its replans (one count shared by their executions)."""
+
+    __slots__ = ("admitted",)
+
+    def __init__(self, admitted: int = 0) -> None:
+        self.admitted = admitted
+
+    def spent(self, policy: SecurityPolicy) -> bool:
+        """Whether ``policy``'s ``max_tool_calls`` is reached: no call would be admitted."""
+        limit = policy.max_tool_calls
+        return limit is not None and self.admitted >= limit
+
+
+def admitted(decision: Mapping[str, Any]) -> bool:
+    """Whether a ``policy_decision`` event's data admitted its call (what ``max_tool_calls``
+    counts): neither a denial (the limit's own included) nor an approval that was not given."""
+    return decision.get("action") != "deny" and decision.get("approved") is not False
 
 
 class SecurityGuard:
@@ -44,6 +70,7 @@ class SecurityGuard:
         approve_call: ApproveCall | None = None,
         on_decision: OnDecision | None = None,
         redactor: Redactor | None = None,
+        calls: ToolCallCount | None = None,
     ) -> None:
         self.policy = policy
         self.provenance = provenance
@@ -51,8 +78,8 @@ class SecurityGuard:
         self.approve_call = approve_call
         self.on_decision = on_decision
         self.redactor = redactor
-        self.tool_calls = 0
-        """Tool calls admitted so far."""
+        self.calls = calls if calls is not None else ToolCallCount()
+        """Tool calls admitted so far (by this guard and those it shares the count with)."""
         self._approved: dict[tuple[str, int | None, str, str], dict[str, Any]] = {}
 
     async def admit(
@@ -62,11 +89,10 @@ class SecurityGuard:
         or :class:`ToolCallLimitError` (the run stops) if not."""
         if step.action != "tool_call" or not step.tool:
             return
-        limit = self.policy.max_tool_calls
-        if limit is not None and self.tool_calls >= limit:
+        if self.calls.spent(self.policy):
             self._report(step, item, attempt, {"action": "deny", "reason": "tool call limit"})
             raise ToolCallLimitError(
-                f"the run reached its limit of {limit:,} tool calls"
+                f"the run reached its limit of {self.policy.max_tool_calls:,} tool calls"
                 " (SecurityPolicy.max_tool_calls); it stops here",
                 step_id=step.id,
                 attempt=attempt,
@@ -107,7 +133,7 @@ class SecurityGuard:
             self._approved[key] = record
             data["approved"] = True
             data["approval"] = record
-        self.tool_calls += 1
+        self.calls.admitted += 1
         self._report(step, item, attempt, data)
 
     async def _ask(

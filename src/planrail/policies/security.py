@@ -90,9 +90,11 @@ class CallNotApprovedError(PolicyDeniedError, ApprovalRefusedError):
 
 
 class ToolCallLimitError(ExecutionError):
-    """The run reached ``SecurityPolicy.max_tool_calls``: it stops."""
+    """The run reached ``SecurityPolicy.max_tool_calls``: it stops. ``fatal``: a run-wide
+    limit (as the LLM budget's), the end of the run rather than a failure of its step."""
 
     code = "tool_call_limit"
+    fatal = True
 
 
 class ApprovalMismatchError(ApprovalRefusedError):

@@ -14,6 +14,7 @@ from planrail.engine.approval import Approver
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.executor import Execution, FailureMode
 from planrail.engine.gate import check_not_refused
+from planrail.engine.guard import ToolCallCount
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import PlanError, PlanValidationError, StoreError
 from planrail.llm.base import LLM
@@ -63,6 +64,7 @@ def prepare(
     approval_policy: Callable[[Plan, ToolRegistry], Iterable[str]] | None = None,
     call_guard: CallGuard | None = None,
     previous: Plan | None = None,
+    tool_calls: ToolCallCount | None = None,
 ) -> Execution:
     """Validate ``plan`` against ``tools`` and return the :class:`~planrail.Execution` of one run.
 
@@ -133,6 +135,7 @@ def prepare(
             approval_policy=approval_policy,
             call_guard=call_guard,
             previous=previous,
+            tool_calls=tool_calls,
         )
 
 
