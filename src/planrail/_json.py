@@ -10,6 +10,9 @@ What an encoder returns is exactly what ``json.dumps`` returns with the same opt
 it raises is what ``json.dumps`` raises: a value the fast path refuses (a type JSON cannot hold,
 ``NaN`` where it is not allowed, a reference cycle, which the fast path does not look for) is
 encoded again by the standard encoder, which raises its own error or encodes it.
+
+:func:`encodable` makes JSON data that UTF-8 can encode, for what is sent whatever a record
+holds (the dashboard's answers, the MCP server's).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from json.encoder import c_encode_basestring_ascii as _c_ascii  # type: ignore[a
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["canonical", "canonical_data", "digest", "encoder"]
+__all__ = ["canonical", "canonical_data", "digest", "encodable", "encoder"]
 
 
 def encoder(
@@ -70,5 +73,33 @@ what a plan's hash, a pinned tool schema's and a remote output's digest are comp
 
 
 def digest(text: str) -> str:
-    """``sha256:`` + the hex digest of ``text`` (UTF-8): how planrail writes a content hash."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """``sha256:`` + the hex digest of ``text`` (UTF-8): how planrail writes a content hash.
+
+    Any text has one: a lone surrogate (not Unicode, which UTF-8 refuses) is encoded as
+    ``surrogatepass`` spells it, bytes no Unicode text encodes to, so two texts still have the
+    same digest only when they are the same."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def encodable(value: Any) -> Any:
+    """JSON data ``value`` as UTF-8 can encode it: each lone surrogate in its strings and keys
+    (``"\\udcff"``: not Unicode, so no UTF-8 encoder takes it, and a whole JSON answer holding
+    one fails) written as its escape — a backslash, ``u`` and four hex digits, as
+    :func:`planrail.errors.error_message` writes it in an error. What is sent whatever a stored
+    record holds: the dashboard's JSON and the MCP server's answers. ``value`` itself when it
+    holds no such text (the usual case: nothing is copied); a container is copied only when
+    something in it changed (a tuple then becomes a list, as JSON has it)."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        text = value.encode("utf-8", "backslashreplace").decode()
+        return value if text == value else text
+    if isinstance(value, dict):
+        pairs = [(encodable(k), encodable(v)) for k, v in value.items()]
+        olds = value.items()
+        same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, olds, strict=True))
+        return value if same else dict(pairs)
+    if isinstance(value, list | tuple):
+        items = [encodable(v) for v in value]
+        return value if all(v is v0 for v, v0 in zip(items, value, strict=True)) else items
+    return value

@@ -35,6 +35,7 @@
     │   ├── RepeatedCallError           a tool called again with the same resolved arguments
     │   ├── CallCrashedError            the process running a tool call died mid-call
     │   │   └── OutcomeUnknownError     an MCP connection dropped mid-call (integrations.mcp.errors)
+    │   ├── CallStillRunningError       the key's earlier abandoned call still runs (engine.runners)
     │   ├── AttemptTimeoutError         one attempt ran past ``timeout``       (policies.limits)
     │   ├── StepTimeoutError            a step ran past ``total_timeout``      (policies.limits)
     │   ├── DeadlineExceededError       the run's deadline passed              (policies.limits)
@@ -96,6 +97,7 @@ __all__ = [
     "ToolLoadError",
     "UnknownToolError",
     "error_dict",
+    "error_message",
 ]
 
 
@@ -105,24 +107,51 @@ def error_dict(
     """The ``{type, message, retryable}`` object of the JSON contract (a step's or a run's
     ``error``); every such object planrail writes is built here.
 
-    ``error`` is an exception (its class name, its message — a :class:`PlanrailError`'s
-    ``message``, else ``str(exc)`` — and its ``retryable`` attribute) or a type name given
-    with ``message``. ``message`` and ``retryable`` override what an exception says; an empty
-    message becomes the type name.
+    ``error`` is an exception (its class name, its message as :func:`error_message` reads
+    it, and its ``retryable`` attribute) or a type name given with ``message``. ``message``
+    and ``retryable`` override what an exception says; an empty message becomes the type
+    name. The texts are Unicode that every store, terminal and client takes (see
+    :func:`error_message`).
     """
     if isinstance(error, str):
         kind, text, may_retry = error, message, False
     else:
         kind = type(error).__name__
-        text = message
-        if text is None:
-            text = error.message if isinstance(error, PlanrailError) else str(error)
-        may_retry = bool(getattr(error, "retryable", False))
+        text = error_message(error) if message is None else message
+        try:
+            may_retry = bool(getattr(error, "retryable", False))
+        except Exception:  # a property of the error's own that raises: not retryable
+            may_retry = False
     return {
-        "type": kind,
-        "message": text or kind,
+        "type": _readable(kind),
+        "message": _readable(text or kind),
         "retryable": may_retry if retryable is None else retryable,
     }
+
+
+def error_message(error: BaseException) -> str:
+    """What ``error`` says — a :class:`PlanrailError`'s ``message``, else ``str(error)``, else
+    (empty) its type name — whatever the exception: one whose message cannot be read (a
+    ``__str__`` that raises) is said by its ``repr`` (else its type name) and why. The text is
+    Unicode every UTF-8 store, terminal and client takes: a lone surrogate (a file name decoded
+    with ``surrogateescape``, a JSON ``"\\udcff"``) is written as its escape ``\\udcff``."""
+    kind = type(error).__name__
+    try:
+        text = error.message if isinstance(error, PlanrailError) else str(error)
+        if not isinstance(text, str):  # a message attribute set to something else
+            text = str(text)
+    except Exception as exc:
+        try:
+            shown = repr(error)
+        except Exception:  # its repr raises too: the type name says what it was
+            shown = kind
+        text = f"{shown} (its message cannot be read: str() raised {type(exc).__name__})"
+    return _readable(text or kind)
+
+
+def _readable(text: str) -> str:
+    """``text`` as UTF-8 can encode it: each lone surrogate written as its escape."""
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode()
 
 
 class PlanrailError(Exception):

@@ -11,6 +11,8 @@ from planrail.engine.checkpoint import load_result
 from .conftest import Opener
 
 MESSAGE = "cannot read /data/caf\udce9.txt"
+ESCAPED = MESSAGE.encode("utf-8", "backslashreplace").decode()
+"""The message as recorded: its lone surrogate written as its escape (``\\udce9``)."""
 
 
 @planrail.tool(side_effects="keyed")
@@ -40,13 +42,13 @@ async def test_a_failure_whose_message_holds_a_lone_surrogate_is_recorded(
     )
     assert result.status == "failed"
     assert result.steps["read"].error is not None
-    assert result.steps["read"].error["message"] == MESSAGE
+    assert result.steps["read"].error["message"] == ESCAPED  # readable by every door
 
     stored = load_result(open_store(), "odd-error")  # as a new process reads it
     assert stored.status == "failed"
     assert stored.steps["read"].status == "failed"
     assert stored.steps["read"].error is not None
-    assert stored.steps["read"].error["message"] == MESSAGE
+    assert stored.steps["read"].error["message"] == ESCAPED
     assert stored.steps["other"].status == "succeeded"
     assert stored.steps["other"].output == {"ok": "yes"}
 

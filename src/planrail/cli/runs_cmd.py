@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
@@ -40,7 +39,8 @@ from planrail.cli.render import print_issues
 from planrail.cli.run_cmd import run as run_on_terminal
 from planrail.engine import operations
 from planrail.engine.checkpoint import load_result
-from planrail.errors import PlanrailError
+from planrail.errors import PlanLoadError, PlanrailError
+from planrail.plan.loader import PlanLimits, load_document
 from planrail.plan.validate import validate
 from planrail.store import RUN_STATUSES
 
@@ -204,10 +204,10 @@ def resolve_cmd(
         raise fail(console, "--output goes with --succeeded", ExitCode.USAGE)
     value: Any = None
     if output is not None:
-        try:
-            value = json.loads(output)
-        except json.JSONDecodeError as exc:
-            raise fail(console, f"--output is not JSON: {exc.msg}", ExitCode.USAGE) from None
+        try:  # read as a plan file is: nested too deep, a huge integer, a repeated key are said
+            value = load_document(output, PlanLimits(), fmt="json")
+        except PlanLoadError as exc:
+            raise fail(console, f"--output: {exc.message}", ExitCode.USAGE) from None
     decision: operations.Decision = "succeeded" if succeeded else "retry" if retry else "failed"
     the_store = open_store_or_exit(store, console, create=False)
     try:

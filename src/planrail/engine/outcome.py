@@ -8,7 +8,7 @@ from typing import Any
 
 from planrail.engine.attempts import Result, Tally
 from planrail.engine.result import OneAttempt
-from planrail.errors import CallCrashedError, PlanrailError, error_dict
+from planrail.errors import CallCrashedError, error_dict, error_message
 from planrail.plan.strict_json import escape_surrogates
 from planrail.types import StepStatus
 
@@ -128,9 +128,7 @@ def failed(exc: BaseException, reason: str) -> Outcome:
 
 
 def message(exc: BaseException | None) -> str:
-    if exc is None:
-        return ""
-    return exc.message if isinstance(exc, PlanrailError) else str(exc) or type(exc).__name__
+    return "" if exc is None else error_message(exc)
 
 
 def recordable(reason: str | None) -> str | None:

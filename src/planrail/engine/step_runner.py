@@ -53,6 +53,7 @@ from planrail.errors import (
     RepeatedCallError,
     ToolError,
     error_dict,
+    error_message,
 )
 from planrail.plan.effects import Effect, step_effect, tool_effect
 from planrail.plan.fill import Filler
@@ -730,7 +731,7 @@ def escaped(step_id: str, attempt: int, exc: BaseException) -> NoReturn:
     if isinstance(exc, SystemExit):
         said = f"tried to end the process (SystemExit({exc.code!r}), as sys.exit() raises)"
     else:
-        said = f"raised {type(exc).__name__}({str(exc)!r}), which is not an Exception"
+        said = f"raised {type(exc).__name__}({error_message(exc)!r}), which is not an Exception"
     raise ToolError(
         f"step '{step_id}' {said}: the attempt failed instead", step_id=step_id, attempt=attempt
     ) from None

@@ -35,7 +35,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from planrail.engine.events import Event, EventType
 from planrail.engine.result import RunResult, StepResult
-from planrail.errors import PlanLoadError, PlanrailError
+from planrail.errors import PlanLoadError, PlanrailError, error_message
 from planrail.observe.view import RunView, redact, step_result_from
 from planrail.plan.loader import read_bounded
 from planrail.plan.secrets import Redactor
@@ -230,15 +230,21 @@ def _record(r: StepResult) -> dict[str, Any]:
 def read_trace(path: str | Path, run_id: str | None = None) -> RunView:
     """The :class:`RunView` of run ``run_id`` in a trace file (default: the last run in it)."""
     lines = _lines(Path(path))
-    runs = [obj["run_id"] for obj in lines if obj.get("kind") == "run"]
-    if run_id is None:
-        if not runs:
-            raise TraceError(f"{path}: no run in this trace file")
-        run_id = runs[-1]
-    elif run_id not in runs:
-        raise TraceError(f"{path}: no run '{run_id}' in this trace file")
-    mine = [obj for obj in lines if obj.get("run_id", run_id) == run_id]
-    return _replay(run_id, mine)
+    try:
+        runs = [obj["run_id"] for obj in lines if obj.get("kind") == "run"]
+        if run_id is None:
+            if not runs:
+                raise TraceError(f"{path}: no run in this trace file")
+            run_id = runs[-1]
+        elif run_id not in runs:
+            raise TraceError(f"{path}: no run '{run_id}' in this trace file")
+        mine = [obj for obj in lines if obj.get("run_id", run_id) == run_id]
+        return _replay(run_id, mine)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # JSON, not a trace's
+        raise TraceError(
+            f"{path}: not a planrail trace: a line lacks a field or holds the wrong kind of"
+            f" value ({type(exc).__name__}: {error_message(exc)})"
+        ) from None
 
 
 MAX_TRACE_BYTES = 1 << 30
@@ -261,6 +267,11 @@ def _lines(path: Path) -> list[dict[str, Any]]:
             if n == len(rows):  # a run that died mid-write: keep what is whole
                 break
             raise TraceError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
+        except RecursionError:  # no trace writer nests this deep (json.dumps could not)
+            raise TraceError(f"{path}:{n}: a JSON line nested too deeply to read") from None
+        except ValueError as exc:  # an integer of more than 4,300 digits
+            reason = str(exc).split(";")[0]
+            raise TraceError(f"{path}:{n}: a JSON line that cannot be read ({reason})") from None
         if not isinstance(obj, dict) or "kind" not in obj:
             raise TraceError(f"{path}:{n}: not a planrail trace line (no 'kind')")
         out.append(obj)

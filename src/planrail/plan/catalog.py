@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from planrail.errors import PlanLoadError, ToolLoadError
-from planrail.plan.loader import read_bounded
+from planrail.errors import PlanLoadError, ToolLoadError, error_message
+from planrail.plan.loader import PlanLimits, load_document, read_bounded
 from planrail.plan.tools import SideEffects, Tool, ToolSpec
 
 __all__ = ["load_catalog", "load_tools", "parse_catalog"]
@@ -26,6 +26,13 @@ __all__ = ["load_catalog", "load_tools", "parse_catalog"]
 MAX_CATALOG_BYTES = 64 * 1024 * 1024
 """The largest catalog file read (64 MiB: some 100,000 tools described at length)."""
 _SIDE_EFFECTS = ("none", "idempotent", "keyed", "unsafe")
+_CATALOG_LIMITS = PlanLimits(
+    max_plan_bytes=MAX_CATALOG_BYTES,
+    max_nodes=MAX_CATALOG_BYTES,  # as many values and as long texts as the size holds
+    max_string_length=MAX_CATALOG_BYTES,
+)
+"""How a catalog is read: as a plan file is, nested at most as deep (64 levels: a tool's
+schemas sit three levels down), bounded only by its size otherwise."""
 
 
 def load_tools(target: str) -> list[Tool]:
@@ -66,12 +73,23 @@ def load_tools(target: str) -> list[Tool]:
         ) from exc
     except Exception as exc:
         raise ToolLoadError(
-            f"--tools {target}: importing it raised {type(exc).__name__}: {exc}"
+            f"--tools {target}: importing it raised {type(exc).__name__}: {error_message(exc)}"
         ) from exc
-    except (SystemExit, KeyboardInterrupt) as exc:  # a tools file may not end the process
-        what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else "KeyboardInterrupt"
+    except KeyboardInterrupt:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            raise  # Python's own Ctrl-C handling: it may be one, and goes on as one
+        raise ToolLoadError(  # a Ctrl-C is handled elsewhere (the planrail command exits 130)
+            f"--tools {target}: importing it raised KeyboardInterrupt; a tools file must not exit"
+        ) from None
+    except SystemExit as exc:  # a tools file may not end the process
         raise ToolLoadError(
-            f"--tools {target}: importing it raised {what}; a tools file must not exit"
+            f"--tools {target}: importing it raised SystemExit({exc.code!r});"
+            " a tools file must not exit"
+        ) from None
+    except BaseException as exc:  # GeneratorExit, a BaseException subclass of the file's own
+        raise ToolLoadError(
+            f"--tools {target}: importing it raised {type(exc).__name__}: {error_message(exc)},"
+            " which is not an Exception; a tools file must only define tools"
         ) from None
     tools = [v for v in vars(module).values() if isinstance(v, Tool)]
     if not tools:
@@ -85,12 +103,10 @@ def load_catalog(path: str | Path) -> list[ToolSpec]:
         text = read_bounded(path, MAX_CATALOG_BYTES, "the catalog", "MAX_CATALOG_BYTES")
     except PlanLoadError as exc:  # cannot be read, too big (a device that never ends), not UTF-8
         raise ToolLoadError(f"--catalog {exc.message}") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ToolLoadError(
-            f"--catalog {path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from exc
+    try:  # read as plan files are: nested too deep, a huge integer, a repeated key are said
+        data = load_document(text, _CATALOG_LIMITS, fmt="json")
+    except PlanLoadError as exc:
+        raise ToolLoadError(f"--catalog {path}: {exc.message}") from exc
     return parse_catalog(data, source=str(path))
 
 

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from planrail._json import encodable
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine import operations
 from planrail.errors import PlanrailError, error_dict
@@ -90,7 +91,9 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _json(data: Any, status: int = 200) -> JSONResponse:
-    return JSONResponse(data, status_code=status)
+    """``data`` as a JSON answer, whatever its text holds (a lone surrogate in a record
+    written before errors were made readable: escaped, not a 500)."""
+    return JSONResponse(encodable(data), status_code=status)
 
 
 def _error(exc: BaseException, status: int) -> JSONResponse:

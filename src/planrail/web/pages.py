@@ -10,6 +10,7 @@ import json
 from html import escape
 from typing import Any
 
+from planrail._json import encodable
 from planrail.web.paths import run_path
 from planrail.web.views import UNKNOWN, status_colors
 
@@ -17,7 +18,7 @@ __all__ = ["approval_page", "not_found", "run_list", "run_page"]
 
 
 def _data(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = json.dumps(encodable(value), ensure_ascii=False, default=str)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -105,7 +106,7 @@ def run_page(csrf: str, info: dict[str, Any], svg: str, gantt: str) -> str:
 
 
 def _value(value: Any) -> str:
-    return escape(json.dumps(value, ensure_ascii=False, indent=1, default=str))
+    return escape(json.dumps(encodable(value), ensure_ascii=False, indent=1, default=str))
 
 
 def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:

@@ -14,11 +14,20 @@ Tools (each answers with structured content):
 
 The tool catalog is the resource ``planrail://catalog``. There is no ``approve`` tool on
 purpose: an agent approving its own plan is no approval.
+
+A served tool cannot stop the server: a ``KeyboardInterrupt`` a tool raises fails its attempt
+(a ``ToolError``; the run records it and the server goes on serving), where ``planrail run``
+takes it for a Ctrl-C. A real Ctrl-C still stops the server: the ``planrail`` command exits 130
+at once (its entry point's handler), and a server a program runs itself (``build_server(...)
+.run()``) is stopped by asyncio's handler, which cancels it. Every answer is text a client can
+decode: a lone surrogate in a stored record is sent as its escape (``\\udcff``).
 """
 
 # No ``from __future__ import annotations``: the SDK reads the tools' annotations (among them
 # a resolver defined in build_server) as objects.
 import contextlib
+import copy
+import functools
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -29,10 +38,12 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from planrail._json import encodable
 from planrail.engine.checkpoint import load_result
 from planrail.errors import PlanrailError
+from planrail.errors import ToolError as PlanrailToolError
 from planrail.integrations.mcp import runs
-from planrail.plan.tools import ToolRegistry
+from planrail.plan.tools import Tool, ToolRegistry
 from planrail.plan.validate import validate
 from planrail.store.base import Store
 
@@ -90,11 +101,58 @@ def _told_to_the_caller(*anticipated: type[Exception]) -> Iterator[None]:
         raise ToolError(getattr(exc, "message", None) or str(exc)) from None
 
 
+def _served(registry: ToolRegistry) -> ToolRegistry:
+    """``registry`` with each Python tool replaced by one that cannot stop the server (see
+    :func:`_unstoppable`); MCP tools and catalog entries as they are."""
+    served = ToolRegistry()
+    for spec in registry:
+        found = registry.find(spec.name)
+        served.add(_unstoppable(found) if isinstance(found, Tool) else found or spec)
+    return served
+
+
+def _unstoppable(tool: Tool) -> Tool:
+    """A copy of ``tool`` whose function, should it raise ``KeyboardInterrupt``, raises a
+    ``ToolError`` instead: the attempt fails (the run records it) and the server goes on. The
+    engine takes a ``KeyboardInterrupt`` for a Ctrl-C and lets it through, which for a server
+    meant a run that never ended and a client never answered. (A tool with
+    ``isolation="process"`` runs its own function in a worker: not covered here.)"""
+    fn = tool.fn
+
+    def stopped() -> PlanrailToolError:
+        return PlanrailToolError(
+            f"tool '{tool.name}' raised KeyboardInterrupt, which does not stop a served"
+            " planrail (planrail mcp serve): the attempt failed instead"
+        )
+
+    if tool.is_async:
+
+        @functools.wraps(fn)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except KeyboardInterrupt:
+                raise stopped() from None
+
+    else:
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except KeyboardInterrupt:
+                raise stopped() from None
+
+    unstoppable = copy.copy(tool)
+    unstoppable.fn = call
+    return unstoppable
+
+
 class Service:
     """What the MCP tools do, on a registry of tools and a store."""
 
     def __init__(self, registry: ToolRegistry, store: Store) -> None:
-        self.registry = registry
+        self.registry = _served(registry)
         self.store = store
 
     def question(self, plan: dict[str, Any]) -> str | None:
@@ -132,7 +190,7 @@ class Service:
         result = load_result(self.store, run_id)
         if result is None:  # anticipated: the caller reads why (a ValueError reads as a crash)
             raise ToolError(f"no run '{run_id}' in this store")
-        data: dict[str, Any] = result.to_dict()
+        data: dict[str, Any] = encodable(result.to_dict())
         return data
 
     def list_runs(self, status: str | None, limit: int) -> list[RunSummary]:
@@ -161,8 +219,8 @@ def _out(outcome: runs.Outcome) -> RunOut:
     return RunOut(
         run_id=outcome.run_id,
         status=outcome.status,
-        error=outcome.error,
-        output=outcome.output,
+        error=encodable(outcome.error),
+        output=encodable(outcome.output),
         next=hint,
     )
 
