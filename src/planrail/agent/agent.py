@@ -48,6 +48,7 @@ from planrail.planner.retry import LLMRetry
 from planrail.planner.schema import DEFAULT_MAX_STEPS
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy
+from planrail.runs.budget import record_of
 from planrail.runs.build import prepare, validation_options
 from planrail.runs.llm_step import LLMStepHandler
 from planrail.store.base import Store
@@ -334,6 +335,7 @@ class Agent:
             "reason": reason,
             "call_guard": ctx.calls,
             "tool_calls": ctx.tool_calls,
+            "budget": record_of(ctx.meter) if ctx.meter.limited else None,
             "previous": previous,
         }
         if open_plan:  # streamed: validated step by step, checkpointed once sealed

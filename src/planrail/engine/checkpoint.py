@@ -337,6 +337,14 @@ class Checkpointer:
             self._events[:0] = events
             raise
 
+    def seal(self, plan: Plan, approval: dict[str, Any], policies: dict[str, Any]) -> None:
+        """An open plan is whole and approved: the run's record holds it, its approval and
+        its policies from now on (it was opened with the plan as it was then, often no step),
+        so a resume continues this plan — not an empty one that would "succeed" at once."""
+        self.plan = plan
+        self.policies = policies
+        self.record_approval(approval, plan.dump()[1])
+
     def record_approval(
         self, approval: dict[str, Any], plan_data: dict[str, Any] | None = None
     ) -> None:
@@ -370,10 +378,12 @@ class Checkpointer:
         )
 
     def intent(
-        self, result: StepResult, step: Step, item: int | None, attempt: int, args: Any
+        self, result: StepResult, step: Step, item: int | str | None, attempt: int, args: Any
     ) -> asyncio.Future[None]:
         """Queue the intent to call ``step`` (item ``item``) with ``args``: the returned future
-        is done once the intent is committed, and the call must wait for it.
+        is done once the intent is committed, and the call must wait for it. ``item`` is the
+        unit of the step the call is for, keyed ``RUN_ID:STEP:item``: an item's index, or a
+        fallback call's ``fallback`` / ``i:fallback`` (:func:`~.step_runner.fallback_unit`).
 
         Intents queued in one turn of the event loop are committed together in one transaction
         (group commit: one fsync for a whole wave of steps), with the outcomes committed in that

@@ -48,6 +48,7 @@ from planrail.errors import (
     ReferenceResolutionError,
     StoreError,
     error_dict,
+    error_message,
 )
 from planrail.plan.compiled import CompiledPlan
 from planrail.plan.copied import provenance_for
@@ -151,6 +152,11 @@ def _check_options(
     check_security(security)
 
 
+BudgetRecord = Callable[[Mapping[str, StepResult]], dict[str, Any]]
+"""``budget(steps)``: the run's LLM budget as it stores it, given the steps it holds as it
+opens (their recorded usage is theirs, not the record's)."""
+
+
 class Execution:
     """One run of a validated plan.
 
@@ -187,6 +193,7 @@ class Execution:
         call_guard: CallGuard | None = None,
         previous: Plan | None = None,
         tool_calls: ToolCallCount | None = None,
+        budget: BudgetRecord | None = None,
     ) -> None:
         observers = list(observers)
         _check_options(max_concurrency, failure_mode, clock, observers, policy, security)
@@ -309,6 +316,10 @@ class Execution:
         """The tool calls the security guard admitted (``SecurityPolicy.max_tool_calls``): an
         agent shares one across its replans; a resume adds those of the run's earlier runners
         (:attr:`Checkpointer.admitted`)."""
+        self.budget = budget
+        """What the run stores of its LLM budget when it opens (``planrail.runs`` makes it:
+        ``engine/`` knows no budgets): its limits and what was spent before the steps it holds
+        then; a resume applies it again."""
         self._stages = StageGate.for_plan(plan, self.scheduler.state) if plan.stages else None
         self._stage_goals = stage_goals(plan)
 
@@ -808,7 +819,7 @@ class Execution:
             unit: int | str | None = item
             if self._runner is not None and self._runner.is_fallback(step):
                 unit = fallback_unit(item)
-            return ckpt.intent(self.results[step.id], step, unit, attempt, args)  # type: ignore[arg-type]
+            return ckpt.intent(self.results[step.id], step, unit, attempt, args)
         return None if ckpt.unsaved is None else asyncio.shield(ckpt.unsaved)
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:
@@ -906,7 +917,7 @@ class Execution:
                 S.FAILED,
                 error=error_dict(exc),
                 fatal=isinstance(exc, PlanrailError),
-                reason=str(exc),
+                reason=error_message(exc),
             )
         except (KeyboardInterrupt, SystemExit):
             raise

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPROVAL_STEPS",
+    "BUDGET",
     "SCHEMAS",
     "adopt",
     "approval_needed",
@@ -51,6 +52,9 @@ APPROVAL_STEPS = "approval_steps"
 """The stored policies' key for the steps the run's approval policy named beyond those
 :mod:`planrail.plan.effects` names: a resume, which is given no approval policy, asks about
 them too."""
+
+BUDGET = "budget"
+"""The stored policies' key for the run's LLM budget (``planrail.runs.budget`` reads it)."""
 
 ApprovalPolicy = Callable[[Plan, ToolRegistry], Iterable[str]]
 
@@ -73,10 +77,11 @@ async def approve_and_seal(ex: Execution, plan: Plan) -> bool:
     if ex.approval is None:
         ex.approval = approval_record(plan.hash, "not required", ex.clock.now())
     ex.seal(plan)
-    if ex.store is not None and ex._ckpt is None:
-        await ex._open_checkpoint()
-        ex._dirty.update(sid for sid, r in ex.results.items() if r.status != S.PENDING)
-        ex._start_background()
+    # A durable run opens its checkpoint as it starts, with the plan as it is then (often no
+    # step yet): its record holds the whole plan from here. A run sealed before it started
+    # opens it with the whole plan (opening it here too made two runners of one run).
+    if ex._ckpt is not None:
+        ex._ckpt.seal(plan, ex.approval, policies(ex))
     return True
 
 
@@ -166,6 +171,8 @@ def policies(ex: Execution) -> dict[str, Any]:
     named = policy_steps(ex)
     if named:  # an approval the run's policy asks for is asked for on resume too
         kept[APPROVAL_STEPS] = named
+    if ex.budget is not None:  # the LLM budget, spent from again on resume
+        kept[BUDGET] = ex.budget({**ex.results, **ex._restored})
     return kept
 
 

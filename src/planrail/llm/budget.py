@@ -108,17 +108,22 @@ class BudgetMeter:
         """The first overspend, once there is one; every later call is refused with it."""
 
     def before_call(self) -> None:
-        """Refuse a call the budget no longer allows."""
+        """Refuse a call the budget no longer allows (its calls spent, or a limit already
+        passed: a resumed run's meter starts from what the run had spent)."""
         if self.exceeded is not None:
             raise self.exceeded
         limit = self.budget.max_llm_calls
         if limit is not None and self.usage.calls >= limit:
             self._stop("llm_calls", f"the LLM call budget is spent ({limit} calls)")
+        self._check()
 
     def charge(self, model: str, usage: Usage) -> None:
         """Add one answered call; raises :class:`BudgetExceededError` if a limit is now passed."""
         self.usage += Usage(usage.input_tokens, usage.output_tokens, max(usage.calls, 1))
         self.cost += self.prices.cost(model, usage)
+        self._check()
+
+    def _check(self) -> None:
         b = self.budget
         if b.max_input_tokens is not None and self.usage.input_tokens > b.max_input_tokens:
             self._stop(
@@ -144,6 +149,60 @@ class BudgetMeter:
     def to_dict(self) -> dict[str, Any]:
         return {**self.usage.to_dict(), "cost": round(self.cost, 6)}
 
+    @property
+    def limited(self) -> bool:
+        """Some limit is set (a meter without one has nothing to keep with a run)."""
+        b = self.budget
+        return any(
+            v is not None
+            for v in (b.max_llm_calls, b.max_input_tokens, b.max_output_tokens, b.max_cost)
+        )
+
+    def record(self) -> dict[str, Any]:
+        """What a run stores to apply this budget again when it is resumed: the limits, the
+        prices and what was spent so far (the run's own ``llm_call`` steps keep their usage
+        in their records, so a run stores this when it opens, before any of them ran)."""
+        b, p = self.budget, self.prices
+        return {
+            "limits": {
+                "max_llm_calls": b.max_llm_calls,
+                "max_input_tokens": b.max_input_tokens,
+                "max_output_tokens": b.max_output_tokens,
+                "max_cost": b.max_cost,
+            },
+            "prices": {m: [x.input_per_million, x.output_per_million] for m, x in p.prices.items()},
+            "default_price": [p.default.input_per_million, p.default.output_per_million],
+            "spent": {**self.usage.to_dict(), "cost": self.cost},
+        }
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> BudgetMeter:
+        """The meter :meth:`record` stored, with its spend (a ValueError or TypeError if
+        ``data`` is not such a record)."""
+        prices = data["prices"]
+        table = PriceTable(
+            {m: Price(float(i), float(o)) for m, (i, o) in prices.items()},
+            Price(*map(float, data["default_price"])),
+        )
+        meter = cls(Budget(**data["limits"]), table)
+        spent = data["spent"]
+        meter.usage = Usage(
+            int(spent["input_tokens"]), int(spent["output_tokens"]), int(spent["calls"])
+        )
+        meter.cost = float(spent["cost"])
+        return meter
+
+    def add_spent(self, model: str, usage: Mapping[str, Any]) -> None:
+        """Count a recorded ``llm_call`` step's usage (``StepResult.usage``) as spent, without
+        checking it (it was checked when it was spent)."""
+        used = Usage(
+            int(usage.get("input_tokens", 0)),
+            int(usage.get("output_tokens", 0)),
+            int(usage.get("calls", 0)),
+        )
+        self.usage += used
+        self.cost += self.prices.cost(model, used)
+
 
 class MeteredLLM:
     """An :class:`LLM` whose every call is checked against, and charged to, a meter."""
@@ -168,7 +227,10 @@ class MeteredLLM:
         response = await self.llm.complete(
             messages, schema=schema, schema_name=schema_name, model=model
         )
-        self.meter.charge(model or self.model, response.usage)
+        try:
+            self.meter.charge(model or self.model, response.usage)
+        except BudgetExceededError as exc:  # it says what the overspending answer used
+            raise exc.spent_on(response.usage) from None
         return response
 
     def stream(

@@ -17,7 +17,12 @@ Retryable errors are handled by the retry policies (a step's, or the planner's o
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from planrail.errors import MissingExtraError, PlanrailError, RetryableError
+
+if TYPE_CHECKING:
+    from planrail.llm.base import Usage
 
 __all__ = [
     "BudgetExceededError",
@@ -60,10 +65,17 @@ class BudgetExceededError(LLMError):
     code = "budget_exceeded"
     fatal = True
 
-    def __init__(self, message: str, *, limit: str) -> None:
+    def __init__(self, message: str, *, limit: str, usage: Usage | None = None) -> None:
         super().__init__(message)
         self.limit = limit
         """Which budget: ``llm_calls``, ``input_tokens``, ``output_tokens`` or ``cost``."""
+        self.usage = usage
+        """What the answer that overspent used (charged: an ``llm_call`` step records it);
+        None for a call refused before it was made."""
+
+    def spent_on(self, usage: Usage) -> BudgetExceededError:
+        """This error, raised for an answer that used ``usage``."""
+        return BudgetExceededError(self.message, limit=self.limit, usage=usage)
 
 
 class LLMUnavailableError(RetryableError):

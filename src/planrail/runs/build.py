@@ -12,12 +12,13 @@ from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.actions import ActionHandler
 from planrail.engine.approval import Approver
 from planrail.engine.call_guard import CallGuard
-from planrail.engine.executor import Execution, FailureMode
+from planrail.engine.executor import BudgetRecord, Execution, FailureMode
 from planrail.engine.gate import check_not_refused
 from planrail.engine.guard import ToolCallCount
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import PlanError, PlanValidationError, StoreError
 from planrail.llm.base import LLM
+from planrail.llm.budget import MeteredLLM
 from planrail.plan.compiled import CompiledPlan
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan
@@ -26,6 +27,7 @@ from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
 from planrail.plan.validate import ValidationOptions, check_plan
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy, check_security
+from planrail.runs.budget import record_of, stored_meter
 from planrail.runs.llm_step import LLMStepHandler
 from planrail.store.base import Store, check_store
 from planrail.types import Clock, Observer
@@ -65,6 +67,7 @@ def prepare(
     call_guard: CallGuard | None = None,
     previous: Plan | None = None,
     tool_calls: ToolCallCount | None = None,
+    budget: BudgetRecord | None = None,
 ) -> Execution:
     """Validate ``plan`` against ``tools`` and return the :class:`~planrail.Execution` of one run.
 
@@ -77,6 +80,9 @@ def prepare(
       caller itself with ``approve=True``. Without either such a plan does not start
       (:class:`~planrail.engine.approval.ApprovalRequiredError`).
     - ``llm``: the client ``llm_call`` steps ask (``models`` maps a step's own model name).
+    - ``budget``: what the run stores of its LLM budget (an Agent passes its meter's, see
+      :mod:`planrail.runs.budget`); without one, a ``MeteredLLM`` given as ``llm`` is stored,
+      and a stored run under ``run_id`` that has one meters ``llm`` from what it had spent.
     - ``previous``: the plan version approved before this one (a replan's): the approval
       screen shows what changed.
     - ``observers``: progress displays, traces, OpenTelemetry; ``tool_runner``: where Python
@@ -94,9 +100,6 @@ def prepare(
     options = validation_options(security)
     source = Path(plan) if isinstance(plan, str) and _looks_like_path(plan) else plan
     actions: dict[str, ActionHandler] = {}
-    if llm is not None:
-        actions["llm_call"] = LLMStepHandler(llm, models=models)
-    actions.update(handlers or {})
     # Everything built here lives as long as the run, which keeps it out of full collections
     # (planrail._memory.long_lived): collecting in between would only scan it once for nothing.
     with collector_paused():
@@ -111,6 +114,11 @@ def prepare(
             # the run shows no warnings: the checks that could only warn are not run
             report = check_plan(plain, registry, options=options, limits=limits, warnings=False)
             checked = report.compiled_or_raise()
+        if llm is not None:
+            llm, models, metered = _metered(llm, models, store, run_id, checked.plan)
+            actions["llm_call"] = LLMStepHandler(llm, models=models)
+            budget = budget or metered
+        actions.update(handlers or {})
         return Execution(
             checked,
             registry,
@@ -136,7 +144,32 @@ def prepare(
             call_guard=call_guard,
             previous=previous,
             tool_calls=tool_calls,
+            budget=budget,
         )
+
+
+def _metered(
+    llm: LLM,
+    models: Callable[[str], LLM] | None,
+    store: Store | None,
+    run_id: str | None,
+    plan: Plan,
+) -> tuple[LLM, Callable[[str], LLM] | None, BudgetRecord | None]:
+    """The clients ``llm_call`` steps ask, and what the run stores of its LLM budget: the
+    caller's meter (an Agent's: planning spent from it too), else the budget a stored run
+    under ``run_id`` was started with, spent from where it stands (:mod:`planrail.runs.budget`)."""
+    if isinstance(llm, MeteredLLM):
+        return llm, models, record_of(llm.meter) if llm.meter.limited else None
+    if store is None or run_id is None:
+        return llm, models, None
+    found = stored_meter(store, run_id, plan, llm.model)
+    if found is None:
+        return llm, models, None
+    meter, record = found
+    factory = models
+    if factory is not None:
+        models = lambda name: MeteredLLM(factory(name), meter)  # noqa: E731
+    return MeteredLLM(llm, meter), models, record
 
 
 def validation_options(security: SecurityPolicy | None) -> ValidationOptions:

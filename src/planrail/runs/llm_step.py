@@ -16,8 +16,8 @@ from typing import Any
 
 from planrail.engine.step_runner import Call
 from planrail.errors import ReferenceSyntaxError
-from planrail.llm.base import LLM, Message
-from planrail.llm.errors import LLMAnswerError
+from planrail.llm.base import LLM, Message, Usage
+from planrail.llm.errors import BudgetExceededError, LLMAnswerError
 from planrail.llm.jsontext import RepeatedKey, answer_data
 from planrail.llm.models import split_model_name
 from planrail.plan import schema as js
@@ -71,6 +71,11 @@ def step_messages(
     if output_schema is not None:
         user += "\n\nAnswer with JSON that follows the given schema, and nothing else."
     return [Message("system", system), Message("user", user)]
+
+
+def _add_usage(call: Call, usage: Usage) -> None:
+    for key, value in usage.to_dict().items():
+        call.usage[key] = call.usage.get(key, 0) + value
 
 
 def _text(value: Any) -> str:
@@ -131,9 +136,13 @@ class LLMStepHandler:
             call.goal, prompt, call.args or None, schema, stage_goal=call.stage_goal, data=data
         )
         llm, model = self._client(step.model)
-        response = await llm.complete(messages, schema=schema, schema_name=step.id, model=model)
-        for key, value in response.usage.to_dict().items():
-            call.usage[key] = call.usage.get(key, 0) + value
+        try:
+            response = await llm.complete(messages, schema=schema, schema_name=step.id, model=model)
+        except BudgetExceededError as exc:  # an answer that overspent was still paid for
+            if exc.usage is not None:
+                _add_usage(call, exc.usage)
+            raise
+        _add_usage(call, response.usage)
         if schema is None:
             odd = odd_value(response.text)
             if odd is not None:  # what no store, dependent or terminal could take

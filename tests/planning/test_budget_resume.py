@@ -1,0 +1,109 @@
+"""A run's LLM budget is stored with it: a resume (the API or ``planrail resume``) spends
+from what the run had left, it does not start a new budget."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import planrail
+from planrail.agent import Agent, approve_all
+from planrail.cli.app import app
+from planrail.llm import Budget
+from planrail.store import open_store
+from planrail.testing.llm import Scripted, ScriptedLLM
+from planrail.testing.llm_server import LLMTestServer, Reply
+
+from .conftest import Kit
+from .plans import GOAL, good_plan
+from .test_cli_plan import _calls, _tools
+
+
+async def _spent_run(kit: Kit, db: Path, budget: Budget, *answers: Scripted) -> str:
+    """An Agent run under ``budget`` that ends ``budget_exceeded``; its run id."""
+    store = open_store(f"sqlite:///{db}")
+    try:
+        llm = ScriptedLLM(answers)
+        agent = Agent(llm, kit.tools, approval=approve_all, budget=budget, store=store)
+        result = await agent.run(GOAL)
+    finally:
+        store.close()
+    assert result.status == "budget_exceeded", result.reason
+    assert result.run is not None
+    return result.run.run_id
+
+
+async def _resumed(kit: Kit, db: Path, run_id: str) -> tuple[planrail.RunResult, ScriptedLLM]:
+    fresh = ScriptedLLM([Scripted("A summary.", input_tokens=1, output_tokens=1)])
+    store = open_store(f"sqlite:///{db}")
+    try:
+        result = await planrail.resume(run_id, kit.tools, store=store, llm=fresh).run()
+    finally:
+        store.close()
+    return result, fresh
+
+
+async def test_a_resume_does_not_ask_the_model_once_the_token_budget_is_spent(
+    kit: Kit, tmp_path: Path
+) -> None:
+    """The step that overspent kept its usage: resumed, the run still has nothing to spend,
+    so the model is not asked again and nothing downstream runs."""
+    db = tmp_path / "runs.db"
+    plan = Scripted(json.dumps(good_plan()), input_tokens=100, output_tokens=10)
+    summary = Scripted("A summary.", input_tokens=5_000, output_tokens=10)
+    run_id = await _spent_run(kit, db, Budget(max_input_tokens=1_000), plan, summary)
+
+    result, fresh = await _resumed(kit, db, run_id)
+
+    assert fresh.requests == []  # the model was not asked
+    assert result.status == "failed"
+    error = result.steps["summary"].error
+    assert error is not None
+    assert error["type"] == "BudgetExceededError"
+    assert "5,100 tokens used" in error["message"]
+    assert "send_email" not in kit.names()
+
+
+async def test_a_resume_counts_the_planning_calls_of_its_run(kit: Kit, tmp_path: Path) -> None:
+    """Planning spent the one call the budget allowed; the llm_call step was refused. A resume
+    is refused the call too (a new budget would have allowed it)."""
+    db = tmp_path / "runs.db"
+    plan = Scripted(json.dumps(good_plan()), input_tokens=100, output_tokens=10)
+    run_id = await _spent_run(kit, db, Budget(max_llm_calls=1), plan)
+
+    result, fresh = await _resumed(kit, db, run_id)
+
+    assert fresh.requests == []
+    assert result.status == "failed"
+    error = result.steps["summary"].error
+    assert error is not None
+    assert error["type"] == "BudgetExceededError"
+    assert "send_email" not in kit.names()
+
+
+def test_planrail_resume_keeps_the_budget_of_planrail_plan(
+    tmp_path: Path, server: LLMTestServer
+) -> None:
+    """``planrail plan --max-llm-calls 1`` spends its call on the plan; ``planrail resume
+    --model`` of that run asks the model nothing (exit 1, the budget named)."""
+    module, log = _tools(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    server.add(Reply.json(good_plan()))
+    base = ["--tools", str(module), "--store", db]
+    llm = ["--model", "openai:test-model", "--base-url", server.url]
+    first = CliRunner().invoke(
+        app, ["plan", GOAL, *base, *llm, "--yes", "--max-llm-calls", "1", "--run-id", "r1"]
+    )
+    assert first.exit_code == 1, first.output
+    assert len(server.completions) == 1
+
+    server.add("A summary.")
+    again = CliRunner().invoke(app, ["resume", "r1", *base, *llm, "--yes"])
+
+    assert again.exit_code == 1, again.output
+    assert "LLM call budget is spent" in again.output
+    assert "Traceback" not in again.output
+    assert len(server.completions) == 1  # the server was not asked again
+    assert "send_email" not in _calls(log)

@@ -1,0 +1,62 @@
+"""A streamed plan (the default of ``planrail plan``) is checkpointed from its first step,
+before the plan is whole: once it is sealed, the run's record holds the whole plan, its
+approval and its policies. It used to keep the plan as it was when the run opened (no step),
+so a resume of a failed or crashed streamed run validated an empty plan and "succeeded" at
+once, doing nothing of what was left."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+import planrail
+from planrail.agent import Agent, approve_all
+from planrail.store import open_store
+from planrail.testing.llm import Scripted, ScriptedLLM
+
+from .conftest import Kit
+from .plans import GOAL, good_plan
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["sealed-after-opening", "sealed-first"])
+async def test_a_failed_streamed_run_resumes_its_whole_plan(
+    kit: Kit, tmp_path: Path, held: bool
+) -> None:
+    """The plan streams in two chunks: the first ends with the read-only ``find`` step. Held,
+    the second waits until ``find``'s tool is called, so the run has opened (and recorded
+    itself) before the plan is whole. Not held, the plan is whole before the run has opened
+    its checkpoint (which the seal used to open as well: a second runner of the same run,
+    refused with ``RunBusyError``)."""
+    kit.fail_email = 1  # the mail step fails for good (no retry) the first time
+    text = json.dumps(good_plan())
+    cut = text.index("}}, ") + 3  # just past the find step
+    plan = Scripted(text, chunks=[text[:cut], text[cut:]])
+
+    async def hold(index: int, _chunk: str) -> None:
+        if held and index == 1:  # the rest of the plan once the run has started find
+            assert await asyncio.to_thread(kit.searched.wait, 10)
+
+    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    try:
+        llm = ScriptedLLM([plan, Scripted("A summary.")], on_chunk=hold)
+        agent = Agent(llm, kit.tools, approval=approve_all, store=store, stream=True)
+        first = await agent.run(GOAL)
+        assert first.status == "failed"
+        assert first.run is not None
+        run_id = first.run.run_id
+        record = store.get_run(run_id)
+        assert record is not None
+        assert [s["id"] for s in record.plan["steps"]] == ["find", "summary", "acct", "mail"]
+        assert record.approval is not None
+
+        again = await planrail.resume(run_id, kit.tools, store=store).run()
+    finally:
+        store.close()
+    assert again.status == "succeeded", again.why
+    assert set(again.steps) == {"find", "summary", "acct", "mail"}
+    assert kit.names().count("send_email") == 2  # failed once, then sent on resume
+    assert kit.names().count("search") == 1  # the finished steps were not run again
+    assert kit.names().count("create_account") == 1
