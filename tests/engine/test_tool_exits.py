@@ -186,3 +186,40 @@ async def test_a_real_cancellation_still_cancels() -> None:
     )
     assert result.steps["f"].status == "failed"
     assert result.steps["w"].status == "cancelled"
+
+
+class Unreadable(Exception):
+    """An error whose message cannot be read (its ``__str__`` raises)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+@planrail.tool(side_effects="none")
+def unreadable() -> int:
+    raise Unreadable
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        *POLICIES,
+        pytest.param(
+            {"repeat": {"until": {"eq": ["${self}", 1]}, "max_iterations": 2}}, id="repeat"
+        ),
+    ],
+)
+async def test_an_error_whose_message_cannot_be_read_is_recorded(
+    policy: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every path records the attempt and the error, read by its ``repr``: nothing is logged
+    as a crash of the engine (a ``repeat`` step's reason read ``str()`` unguarded: a logged
+    traceback and no attempt recorded)."""
+    result = await planrail.arun(bad_step_plan("unreadable", policy), [*TOOLS, unreadable])
+    bad = result.steps["bad"]
+    assert bad.status == "failed"
+    assert bad.attempts >= 1
+    assert bad.error is not None
+    assert "its message cannot be read" in bad.error["message"]
+    assert (result.steps["other"].output, result.steps["after"].output) == (2, 3)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
