@@ -461,9 +461,7 @@ def _failure_text(
     import json
 
     if redactor is not None:  # learn the run's secret values (the store may not have)
-        for sid, r in run.steps.items():
-            if sid in plan.by_id:
-                redactor.output(sid, r.output)
+        redactor.learn_outputs(plan, [run])
     lines = []
     for sid in failed:
         step, r = plan.step(sid), run.steps[sid]

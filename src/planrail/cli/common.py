@@ -375,12 +375,8 @@ def redactor_for(plan: Any, registry: ToolRegistry, runs: list[RunResult]) -> Re
     if plan is None:
         return None
     redactor = Redactor.for_plan(plan, registry)
-    if redactor is None:
-        return None
-    for run in runs:
-        for sid, r in run.steps.items():
-            if sid in plan.by_id:
-                redactor.output(sid, r.output)
+    if redactor is not None:
+        redactor.learn_outputs(plan, runs)
     return redactor
 
 

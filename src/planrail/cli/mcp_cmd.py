@@ -10,12 +10,15 @@ from rich.console import Console
 from planrail.cli.common import (
     CatalogOpt,
     ExitCode,
+    PolicyOpt,
     StoreOpt,
+    StrictOpt,
     ToolsOpt,
     app,
     fail,
     open_store_or_exit,
     registry_from,
+    security_policy,
 )
 from planrail.cli.listening import check_address, listen_or_exit, url_host
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
@@ -35,6 +38,8 @@ def serve_cmd(
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
     store: StoreOpt = None,
+    policy: PolicyOpt = None,
+    strict: StrictOpt = False,
     http: Annotated[
         str | None,
         typer.Option(
@@ -45,16 +50,18 @@ def serve_cmd(
     ] = None,
 ) -> None:
     """Serve validate_plan, run_plan, get_run, list_runs and resume_run over MCP (stdio by
-    default); the plans' tools come from --tools and --mcp servers. See docs/mcp.md."""
+    default); the plans' tools come from --tools and --mcp servers. The runs run under --policy
+    (and --strict), stored with them; a call it holds for approval is refused. See docs/mcp.md."""
     console = printable_console(stderr=True, highlight=False)  # stdout: the protocol's
     host, port = _address(http, console) if http is not None else ("", 0)
     try:
         from planrail.integrations.mcp.server import Service, build_server
     except MissingExtraError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
+    security = security_policy(policy, strict, console)
     registry = registry_from(tools, catalog, console)
     add_mcp_tools(registry, mcp, mcp_config, console)
-    server = build_server(Service(registry, open_store_or_exit(store, console)))
+    server = build_server(Service(registry, open_store_or_exit(store, console), security))
     if http is None:
         server.run()
         return

@@ -205,7 +205,7 @@ def resolve_cmd(
     value: Any = None
     if output is not None:
         try:  # read as a plan file is: nested too deep, a huge integer, a repeated key are said
-            value = load_document(output, PlanLimits(), fmt="json")
+            value = load_document(output, PlanLimits(), fmt="json", what="the output")
         except PlanLoadError as exc:
             raise fail(console, f"--output: {exc.message}", ExitCode.USAGE) from None
     decision: operations.Decision = "succeeded" if succeeded else "retry" if retry else "failed"

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from planrail.engine.runners import watching
-from planrail.errors import CallCrashedError, ToolError
+from planrail.errors import CallCrashedError, ToolError, error_message
 from planrail.plan.tools import Tool
 
 __all__ = ["ProcessWorkers"]
@@ -75,11 +75,14 @@ def _serve(conn: Connection) -> None:  # pragma: no cover - runs in the worker p
             value = None if kwargs is None else fn(**kwargs)  # None: only import it (warm up)
             conn.send(("ok", value))
         except BaseException as exc:  # the caller re-raises it
+            # "fatal": no Exception (SystemExit, KeyboardInterrupt, one of the tool's own):
+            # this worker ends after saying so, and the caller does not reuse it
+            kind = "error" if isinstance(exc, Exception) else "fatal"
             try:
-                conn.send(("error", exc))
+                conn.send((kind, exc))
             except Exception:  # an exception that does not pickle
-                conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
-            if not isinstance(exc, Exception):
+                conn.send((kind, RuntimeError(f"{type(exc).__name__}: {exc}")))
+            if kind == "fatal":
                 traceback.print_exc()
                 return
 
@@ -91,6 +94,11 @@ class _Worker:
         self.process.start()
         child.close()
 
+    def retire(self) -> None:
+        """Let a worker that is ending by itself end (it said why on stderr), then stop it."""
+        self.process.join(_KILL_AFTER)
+        self.stop()
+
     def stop(self) -> None:
         """Terminate the worker (the call it runs stops now), kill it if it lingers."""
         self.conn.close()
@@ -100,6 +108,23 @@ class _Worker:
             if self.process.is_alive():
                 self.process.kill()
                 self.process.join(_KILL_AFTER)
+
+
+def _fatal(tool: Tool, exc: BaseException) -> ToolError:
+    """What a worker's exception that is no :class:`Exception` is here: the attempt's
+    :class:`ToolError`. A ``KeyboardInterrupt`` from a worker is the tool's (or a Ctrl-C of
+    the worker's own), never this process's: re-raised, it stopped ``planrail run`` as a
+    Ctrl-C would (exit 130) and left ``planrail mcp serve``'s run unanswered."""
+    if isinstance(exc, SystemExit):
+        said = f"tried to end its worker process (SystemExit({exc.code!r}))"
+    elif isinstance(exc, Exception):  # the worker's stand-in for one that does not pickle
+        said = f"raised {error_message(exc)} in its worker process"
+    else:
+        told = repr(error_message(exc)) if exc.args else ""
+        said = f"raised {type(exc).__name__}({told}) in its worker process"
+    return ToolError(
+        f"tool '{tool.name}' {said}, which is not an Exception: the attempt failed instead"
+    )
 
 
 def _wake(ready: asyncio.Future[None]) -> None:
@@ -166,9 +191,14 @@ class ProcessWorkers:
                     in_doubt=True,
                 ) from None
             loop.remove_reader(fd)
-            self._idle.append(worker)
+            if kind == "fatal":
+                worker.retire()  # it is exiting: never handed another call
+            else:
+                self._idle.append(worker)
         finally:
             self._slots.release()
+        if kind == "fatal":
+            raise _fatal(tool, value)
         if kind == "error":
             raise value
         return value

@@ -104,7 +104,7 @@ def load_catalog(path: str | Path) -> list[ToolSpec]:
     except PlanLoadError as exc:  # cannot be read, too big (a device that never ends), not UTF-8
         raise ToolLoadError(f"--catalog {exc.message}") from exc
     try:  # read as plan files are: nested too deep, a huge integer, a repeated key are said
-        data = load_document(text, _CATALOG_LIMITS, fmt="json")
+        data = load_document(text, _CATALOG_LIMITS, fmt="json", what="the catalog")
     except PlanLoadError as exc:
         raise ToolLoadError(f"--catalog {path}: {exc.message}") from exc
     return parse_catalog(data, source=str(path))

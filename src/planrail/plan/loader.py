@@ -106,24 +106,26 @@ def load_document(
     *,
     fmt: str | None = None,
     duplicates: Duplicates | None = None,
+    what: str = "the plan",
 ) -> Any:
     """Parse JSON or YAML within ``limits``; ``fmt`` is ``"json"``, ``"yaml"`` or sniffed.
 
     A key repeated in one object is a :class:`DuplicateKeyError` — or, when a ``duplicates``
     list is given, appended to it (the last value is kept) so the caller can go on checking.
+    ``what`` names the document in messages (``"the catalog"``, ``"the policy"``, …).
     """
     if isinstance(text, bytes):
         if len(text) > limits.max_plan_bytes:
-            raise LimitExceeded(_too_big(len(text), limits))
+            raise LimitExceeded(_too_big(what, len(text), limits))
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise PlanLoadError(f"the plan is not UTF-8 text (byte {exc.start})") from exc
+            raise PlanLoadError(f"{what} is not UTF-8 text (byte {exc.start})") from exc
     size = len(text.encode("utf-8")) if len(text) * 4 > limits.max_plan_bytes else len(text)
     if size > limits.max_plan_bytes:
-        raise LimitExceeded(_too_big(size, limits))
+        raise LimitExceeded(_too_big(what, size, limits))
     if not text.strip():
-        raise PlanLoadError("the plan is empty")
+        raise PlanLoadError(f"{what} is empty")
     if fmt is None:
         fmt = "json" if text.lstrip()[:1] in "{[" else "yaml"
     found: Duplicates = []
@@ -131,7 +133,7 @@ def load_document(
         data = _parse_json(text, found) if fmt == "json" else _parse_yaml(text, found)
     except RecursionError:
         raise LimitExceeded(
-            f"the plan nests too deeply to parse (limit {limits.max_depth} levels)"
+            f"{what} nests too deeply to parse (limit {limits.max_depth} levels)"
         ) from None
     except json.JSONDecodeError as exc:
         raise PlanLoadError(
@@ -143,13 +145,13 @@ def load_document(
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         if "nesting depth" in problem:  # libyaml's own depth guard
             raise LimitExceeded(
-                f"the plan nests too deeply to parse (limit {limits.max_depth} levels)"
+                f"{what} nests too deeply to parse (limit {limits.max_depth} levels)"
             ) from None
         raise PlanLoadError(f"invalid YAML{where}: {problem}") from None
     except ValueError as exc:  # e.g. an integer of more than 4,300 digits (JSON and YAML)
         reason = str(exc).split(";")[0]
-        raise PlanLoadError(f"the plan holds a value that cannot be read: {reason}") from None
-    check_bounds(data, limits)
+        raise PlanLoadError(f"{what} holds a value that cannot be read: {reason}") from None
+    check_bounds(data, limits, what)
     if found:
         if duplicates is None:
             path, message = found[0]
@@ -228,21 +230,30 @@ def _parse_yaml(text: str, found: Duplicates) -> Any:
     return data
 
 
-def _too_big(size: int, limits: PlanLimits) -> str:
+def _too_big(what: str, size: int, limits: PlanLimits) -> str:
     return (
-        f"the plan is {size:,} bytes; the limit is {limits.max_plan_bytes:,}"
+        f"{what} is {size:,} bytes; the limit is {limits.max_plan_bytes:,}"
         " (PlanLimits.max_plan_bytes)"
     )
+
+
+def _any(what: str) -> str:
+    """``"a plan"`` for ``"the plan"``: what is said of every such document."""
+    noun = what.removeprefix("the ")
+    if noun == what:
+        return what
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
 
 
 def _clip(where: str) -> str:
     return where if len(where) <= 60 else where[:60] + "…"
 
 
-def check_bounds(data: Any, limits: PlanLimits) -> None:
-    """Walk ``data`` once, iteratively, enforcing depth, node count, string length and types."""
+def check_bounds(data: Any, limits: PlanLimits, what: str = "the plan") -> None:
+    """Walk ``data`` once, iteratively, enforcing depth, node count, string length and types
+    (``what`` names the document in messages)."""
     if not within_bounds(data, limits):
-        _check_bounds(data, limits)  # says what is wrong, the first problem the walk meets
+        _check_bounds(data, limits, what)  # says what is wrong, the first problem the walk meets
 
 
 _PLAIN_LEAVES = frozenset((int, bool, type(None)))
@@ -292,7 +303,7 @@ def within_bounds(data: Any, limits: PlanLimits) -> bool:
     return True
 
 
-def _check_bounds(data: Any, limits: PlanLimits) -> None:
+def _check_bounds(data: Any, limits: PlanLimits, what: str = "the plan") -> None:
     # A value's JSONPath is kept as (parent, key) and spelled out only for an error message:
     # building it for every value cost more than the checks themselves.
     stack: list[tuple[Any, int, Any]] = [(data, 0, None)]
@@ -302,7 +313,7 @@ def _check_bounds(data: Any, limits: PlanLimits) -> None:
         value, depth, at = stack.pop()
         nodes += 1
         if nodes > max_nodes:
-            raise LimitExceeded(f"the plan holds more than {max_nodes:,} values")
+            raise LimitExceeded(f"{what} holds more than {max_nodes:,} values")
         t = type(value)
         if t is str:
             _check_text(value, at, max_len)
@@ -327,7 +338,8 @@ def _check_bounds(data: Any, limits: PlanLimits) -> None:
                 raise PlanLoadError(f"{_where(at)}: {shown} is not JSON (numbers must be finite)")
         else:
             raise PlanLoadError(
-                f"{_where(at)}: {type(value).__name__} values are not allowed in a plan (JSON only)"
+                f"{_where(at)}: {type(value).__name__} values are not allowed in {_any(what)}"
+                " (JSON only)"
             )
 
 

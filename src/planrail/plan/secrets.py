@@ -27,7 +27,7 @@ import threading
 import typing
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import pydantic
 
@@ -117,6 +117,18 @@ def secret_params_of(spec: ToolSpec | None) -> frozenset[str]:
 
 
 _Path = tuple[str | int, ...]
+
+
+class _StepRan(Protocol):
+    @property
+    def output(self) -> Any: ...
+
+
+class _Ran(Protocol):
+    """A finished run as :meth:`Redactor.learn_outputs` reads it (a ``RunResult``)."""
+
+    @property
+    def steps(self) -> Mapping[str, _StepRan]: ...
 
 
 class Redactor:
@@ -228,6 +240,15 @@ class Redactor:
             self._known.update(found)
             if len(self._known) != before:
                 self._pattern = None
+
+    def learn_outputs(self, plan: Plan, runs: Iterable[_Ran]) -> None:
+        """Learn the secret values in the outputs of finished runs of ``plan`` (its steps
+        only): what was printed or sent on after them is redacted then, even where the store
+        that recorded them, or the redactor that did, was another."""
+        for run in runs:
+            for sid, ran in run.steps.items():
+                if sid in plan.by_id:
+                    self.output(sid, ran.output)
 
     @property
     def known(self) -> int:

@@ -344,7 +344,7 @@ class SecurityPolicy:
         text = read_bounded(path, MAX_POLICY_BYTES, "the policy", "1 MiB")  # errors name the file
         fmt = "yaml" if str(path).endswith((".yaml", ".yml")) else None
         try:
-            return cls.from_mapping(load_document(text, limits, fmt=fmt))
+            return cls.from_mapping(load_document(text, limits, fmt=fmt, what="the policy"))
         except PlanError as exc:  # what is wrong inside it: named too
             exc.message = f"{path}: {exc.message}"
             exc.args = (exc.message,)

@@ -6,6 +6,10 @@ is the answer of the MCP elicitation the client's user gave (asked before the ru
 ``server.py``): yes runs the plan, with an approval that pins its MCP tools' schemas; no
 refuses it; no answer (a client without elicitation, a dismissed question) stores the run
 ``awaiting_approval`` for ``planrail approve``.
+
+A served run runs under the server's security policy (``planrail mcp serve --policy FILE
+--strict``), stored with the run as every door stores it; a run resumed without one keeps the
+policy it was started under. No one is asked about a call the policy holds back: it is refused.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from planrail.integrations.mcp.question import question
 from planrail.integrations.mcp.tools import bind_approval
 from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
-from planrail.plan.validate import validate
+from planrail.plan.validate import ValidationReport, check_plan
+from planrail.policies.security import SecurityPolicy
 from planrail.runs import prepare
 from planrail.runs import resume as resume_execution
+from planrail.runs.build import validation_options
 from planrail.store.base import Store
 
-__all__ = ["Ask", "Outcome", "needs_approval", "resume", "start", "summary"]
+__all__ = ["Ask", "Outcome", "checked", "needs_approval", "resume", "start", "summary"]
 
 Ask = Callable[[str], Awaitable[bool | None]]
 """Asks a person to approve (the text describes the plan): yes, no, or no answer (None)."""
@@ -41,6 +47,12 @@ class Outcome:
     output: Any = None
 
 
+def checked(plan: Any, registry: ToolRegistry, security: SecurityPolicy | None) -> ValidationReport:
+    """``plan`` validated as a run under ``security`` validates it (a strict policy makes a
+    placeholder in a side-effecting step's arguments an error)."""
+    return check_plan(plan, registry, options=validation_options(security))
+
+
 def summary(plan: Plan, registry: ToolRegistry, steps: list[str]) -> str:
     """What the person approving ``plan`` reads: the approval screen's data as text, every
     text the agent wrote escaped onto one line (:mod:`~planrail.integrations.mcp.question`)."""
@@ -48,7 +60,12 @@ def summary(plan: Plan, registry: ToolRegistry, steps: list[str]) -> str:
 
 
 async def start(
-    plan: Plan, registry: ToolRegistry, store: Store, run_id: str | None, ask: Ask | None
+    plan: Plan,
+    registry: ToolRegistry,
+    store: Store,
+    run_id: str | None,
+    ask: Ask | None,
+    security: SecurityPolicy | None = None,
 ) -> Outcome:
     pending = needs_approval(plan, registry)
     answer = None
@@ -65,20 +82,23 @@ async def start(
         run_id=run_id,
         approval=approval,
         approver=refuse_all if answer is False else defer,
+        security=security,
     )
     return await _outcome(execution, refused=answer is False)
 
 
-async def resume(run_id: str, registry: ToolRegistry, store: Store) -> Outcome:
+async def resume(
+    run_id: str, registry: ToolRegistry, store: Store, security: SecurityPolicy | None = None
+) -> Outcome:
     record = store.get_run(run_id)
     if record is None:
         return Outcome(run_id, "unknown", f"no run '{run_id}' in this store")
-    checked = validate(record.plan, registry).plan
-    if checked is None:
+    plan = checked(record.plan, registry, security).plan
+    if plan is None:
         return Outcome(run_id, "invalid", "the stored plan is no longer valid with these tools")
     if record.approval is not None:  # bind the MCP tools to the schemas it approved
-        bind_approval(dict(record.approval), checked, registry)
-    execution = resume_execution(run_id, registry, store=store, approver=defer)
+        bind_approval(dict(record.approval), plan, registry)
+    execution = resume_execution(run_id, registry, store=store, approver=defer, security=security)
     return await _outcome(execution)
 
 

@@ -13,7 +13,8 @@ Tools (each answers with structured content):
 - ``resume_run(run_id)``: continue a run from its checkpoint.
 
 The tool catalog is the resource ``planrail://catalog``. There is no ``approve`` tool on
-purpose: an agent approving its own plan is no approval.
+purpose: an agent approving its own plan is no approval. The runs run under the server's
+security policy, if it has one (``Service(..., security)``, ``--policy``/``--strict``).
 
 A served tool cannot stop the server: a ``KeyboardInterrupt`` a tool raises fails its attempt
 (a ``ToolError``; the run records it and the server goes on serving), where ``planrail run``
@@ -44,7 +45,7 @@ from planrail.errors import PlanrailError
 from planrail.errors import ToolError as PlanrailToolError
 from planrail.integrations.mcp import runs
 from planrail.plan.tools import Tool, ToolRegistry
-from planrail.plan.validate import validate
+from planrail.policies.security import SecurityPolicy
 from planrail.store.base import Store
 
 __all__ = ["CATALOG_URI", "Service", "build_server"]
@@ -116,7 +117,8 @@ def _unstoppable(tool: Tool) -> Tool:
     ``ToolError`` instead: the attempt fails (the run records it) and the server goes on. The
     engine takes a ``KeyboardInterrupt`` for a Ctrl-C and lets it through, which for a server
     meant a run that never ended and a client never answered. (A tool with
-    ``isolation="process"`` runs its own function in a worker: not covered here.)"""
+    ``isolation="process"`` runs its own function in a worker: what it raises there is a
+    ``ToolError`` already, :mod:`planrail.engine.isolation`.)"""
     fn = tool.fn
 
     def stopped() -> PlanrailToolError:
@@ -149,27 +151,32 @@ def _unstoppable(tool: Tool) -> Tool:
 
 
 class Service:
-    """What the MCP tools do, on a registry of tools and a store."""
+    """What the MCP tools do, on a registry of tools and a store; the runs it starts and
+    resumes run under ``security`` (``None``: a resumed run keeps the policy it started with)."""
 
-    def __init__(self, registry: ToolRegistry, store: Store) -> None:
+    def __init__(
+        self, registry: ToolRegistry, store: Store, security: SecurityPolicy | None = None
+    ) -> None:
         self.registry = _served(registry)
         self.store = store
+        self.security = security
 
     def question(self, plan: dict[str, Any]) -> str | None:
         """What a person is asked to approve ``plan`` (None: it needs no approval)."""
-        checked = validate(plan, self.registry).plan
+        checked = runs.checked(plan, self.registry, self.security).plan
         if checked is None:
             return None
         pending = runs.needs_approval(checked, self.registry)
         return runs.summary(checked, self.registry, pending) if pending else None
 
     def validate_plan(self, plan: dict[str, Any]) -> ValidationOut:
-        return ValidationOut.model_validate(validate(plan, self.registry).to_dict())
+        report = runs.checked(plan, self.registry, self.security)
+        return ValidationOut.model_validate(report.to_dict())
 
     async def run_plan(
         self, plan: dict[str, Any], run_id: str | None, ask: runs.Ask | None
     ) -> RunOut:
-        report = validate(plan, self.registry)
+        report = runs.checked(plan, self.registry, self.security)
         if report.plan is None:
             return RunOut(
                 run_id=run_id,
@@ -178,13 +185,16 @@ class Service:
                 errors=[IssueOut.model_validate(i.to_dict()) for i in report.errors],
             )
         with _told_to_the_caller(PlanrailError):  # a bad run id, a busy run, another plan
-            return _out(await runs.start(report.plan, self.registry, self.store, run_id, ask))
+            outcome = await runs.start(
+                report.plan, self.registry, self.store, run_id, ask, self.security
+            )
+            return _out(outcome)
 
     async def resume_run(self, run_id: str) -> RunOut:
         if self.store.get_run(run_id) is None:  # anticipated, as for get_run
             raise ToolError(f"no run '{run_id}' in this store")
         with _told_to_the_caller(PlanrailError):  # another runner holds it, another plan
-            return _out(await runs.resume(run_id, self.registry, self.store))
+            return _out(await runs.resume(run_id, self.registry, self.store, self.security))
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         result = load_result(self.store, run_id)
