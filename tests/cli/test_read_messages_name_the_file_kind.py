@@ -1,6 +1,7 @@
 """What cannot be read is named for what it is: a ``--catalog`` file, a ``resolve --output``
-value and a ``--policy`` file are read as plan files are, and their errors say "the catalog",
-"the output", "the policy" — not "the plan" (``--catalog x.json: the plan is empty``)."""
+value, a ``--policy`` file and an ``--mcp-config`` file are read as plan files are, and their
+errors say "the catalog", "the output", "the policy", "the MCP config" — not "the plan"
+(``--catalog x.json: the plan is empty``)."""
 
 from __future__ import annotations
 
@@ -34,14 +35,21 @@ def _said(result: Any, code: int) -> str:
     return " ".join(result.output.split())
 
 
+@pytest.mark.parametrize(
+    ("option", "name", "what"),
+    [
+        ("--catalog", "catalog.json", "the catalog"),
+        ("--mcp-config", "servers.json", "the MCP config"),
+    ],
+)
 @pytest.mark.parametrize(("text", "said"), BAD_DOCUMENTS)
-def test_a_catalog_that_cannot_be_read_is_called_the_catalog(
-    cli: Cli, tmp_path: Path, text: str, said: str
+def test_a_file_of_tools_that_cannot_be_read_is_named_for_what_it_is(
+    cli: Cli, tmp_path: Path, option: str, name: str, what: str, text: str, said: str
 ) -> None:
-    catalog = tmp_path / "catalog.json"
-    catalog.write_text(text)
-    shown = _said(cli("validate", str(DATA / "ok.json"), "--catalog", str(catalog)), 2)
-    assert f"--catalog {catalog}: the catalog {said}" in shown
+    path = tmp_path / name
+    path.write_text(text)
+    shown = _said(cli("validate", str(DATA / "ok.json"), option, str(path)), 2)
+    assert f"{option} {path}: {what} {said}" in shown
     assert "the plan" not in shown
 
 

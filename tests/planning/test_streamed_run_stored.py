@@ -60,3 +60,46 @@ async def test_a_failed_streamed_run_resumes_its_whole_plan(
     assert kit.names().count("send_email") == 2  # failed once, then sent on resume
     assert kit.names().count("search") == 1  # the finished steps were not run again
     assert kit.names().count("create_account") == 1
+
+
+async def test_a_repaired_stream_with_a_store_runs_its_final_plan_once(
+    kit: Kit, tmp_path: Path
+) -> None:
+    """The first answer dispatches ``find`` early but names an unknown tool; the repair also
+    changes ``find``'s arguments. The open execution is cancelled and the final plan runs under
+    the same run id: it used to meet the record of the open plan (no step) and fail with
+    ``PlanMismatchError`` raised out of ``Agent.run``, nothing of the final plan run."""
+    bad = good_plan()
+    bad["steps"][2]["tool"] = "create_acount"  # unknown: repaired
+    text = json.dumps(bad)
+    cut = text.index("}}, ") + 3
+    good = good_plan()
+    good["steps"][0]["args"]["query"] = "graph planning 2024"  # the early step rewritten
+
+    async def hold(index: int, _chunk: str) -> None:
+        if index == 1:  # the rest of the first answer once find has been called
+            assert await asyncio.to_thread(kit.searched.wait, 10)
+
+    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    try:
+        llm = ScriptedLLM(
+            [Scripted(text, chunks=[text[:cut], text[cut:]]), json.dumps(good), "A summary."],
+            on_chunk=hold,
+        )
+        agent = Agent(llm, kit.tools, approval=approve_all, store=store, stream=True, run_id="R")
+        result = await agent.run(GOAL)
+        record = store.get_run("R")
+        again = await planrail.resume("R", kit.tools, store=store).run()
+    finally:
+        store.close()
+    assert result.status == "succeeded", result.reason
+    assert record is not None
+    assert [s["id"] for s in record.plan["steps"]] == ["find", "summary", "acct", "mail"]
+    assert record.plan["steps"][0]["args"] == {"query": "graph planning 2024"}
+    assert again.status == "succeeded"
+    assert [args["query"] for name, args in kit.calls if name == "search"] == [
+        "graph planning",  # early, with the first answer's arguments
+        "graph planning 2024",  # the final plan's
+    ]
+    assert kit.names().count("create_account") == 1
+    assert kit.names().count("send_email") == 1

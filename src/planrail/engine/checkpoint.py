@@ -337,14 +337,6 @@ class Checkpointer:
             self._events[:0] = events
             raise
 
-    def seal(self, plan: Plan, approval: dict[str, Any], policies: dict[str, Any]) -> None:
-        """An open plan is whole and approved: the run's record holds it, its approval and
-        its policies from now on (it was opened with the plan as it was then, often no step),
-        so a resume continues this plan — not an empty one that would "succeed" at once."""
-        self.plan = plan
-        self.policies = policies
-        self.record_approval(approval, plan.dump()[1])
-
     def record_approval(
         self, approval: dict[str, Any], plan_data: dict[str, Any] | None = None
     ) -> None:

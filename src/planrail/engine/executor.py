@@ -316,6 +316,9 @@ class Execution:
         """The tool calls the security guard admitted (``SecurityPolicy.max_tool_calls``): an
         agent shares one across its replans; a resume adds those of the run's earlier runners
         (:attr:`Checkpointer.admitted`)."""
+        self._started = False
+        """:meth:`iter` has decided whether to open the checkpoint (an open plan's is opened
+        when it is sealed, if the run has started by then; else by :meth:`iter`)."""
         self.budget = budget
         """What the run stores of its LLM budget when it opens (``planrail.runs`` makes it:
         ``engine/`` knows no budgets): its limits and what was spent before the steps it holds
@@ -434,7 +437,11 @@ class Execution:
             self.approval = gate.bind_schemas(self.approval, self.plan, self.registry)
         # The runner first: a tool it refuses stops the run before anything is recorded.
         await self.tool_runner.prepare(self._python_tools())
-        if self.store is not None:
+        # An open plan is recorded once it is whole and approved (gate.approve_and_seal), with
+        # the read-only steps it ran by then: a record of the plan as it began (no step) would
+        # "resume" as an empty plan that succeeds at once, and a repaired plan would not match.
+        self._started = True
+        if self.store is not None and self._sealed and self._ckpt is None:
             await self._open_checkpoint()
         for override in self._overrides:
             self._emit(E.POLICY_OVERRIDDEN, data=override)

@@ -77,11 +77,12 @@ async def approve_and_seal(ex: Execution, plan: Plan) -> bool:
     if ex.approval is None:
         ex.approval = approval_record(plan.hash, "not required", ex.clock.now())
     ex.seal(plan)
-    # A durable run opens its checkpoint as it starts, with the plan as it is then (often no
-    # step yet): its record holds the whole plan from here. A run sealed before it started
-    # opens it with the whole plan (opening it here too made two runners of one run).
-    if ex._ckpt is not None:
-        ex._ckpt.seal(plan, ex.approval, policies(ex))
+    # The run's record is made now, with the whole plan (and the read-only steps that ran
+    # while it streamed); a run sealed before it started makes it as it starts.
+    if ex.store is not None and ex._ckpt is None and ex._started:
+        await ex._open_checkpoint()
+        ex._dirty.update(sid for sid, r in ex.results.items() if r.status != S.PENDING)
+        ex._start_background()
     return True
 
 

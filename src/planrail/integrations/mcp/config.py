@@ -34,7 +34,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from planrail.errors import ToolLoadError
-from planrail.plan.loader import PlanLimits, load_document, read_plan_file
+from planrail.plan.loader import PlanLimits, load_document, read_bounded
 
 __all__ = ["ServerConfig", "load_config", "parse_option", "servers_from"]
 
@@ -129,13 +129,18 @@ def _masked(value: str) -> str:
     return f"{name}{sep}{_safe_url(target.strip())}" if _is_url(target.strip()) else value
 
 
+_MAX_CONFIG_BYTES = 1024 * 1024
+_WHAT = "the MCP config"
+
+
 def load_config(path: str | Path) -> list[ServerConfig]:
     """The servers of a ``--mcp-config`` file (JSON or YAML)."""
     where = f"--mcp-config {path}"
     try:
-        text = read_plan_file(path, PlanLimits(max_plan_bytes=1024 * 1024))
+        limits = PlanLimits(max_plan_bytes=_MAX_CONFIG_BYTES)
+        text = read_bounded(path, _MAX_CONFIG_BYTES, _WHAT, "1 MiB")
         fmt = "yaml" if str(path).endswith((".yaml", ".yml")) else None
-        data = load_document(text, PlanLimits(max_plan_bytes=1024 * 1024), fmt=fmt)
+        data = load_document(text, limits, fmt=fmt, what=_WHAT)
     except Exception as exc:  # PlanLoadError, OSError: one line saying why
         raise ToolLoadError(f"{where}: {getattr(exc, 'message', exc)}") from exc
     servers = data.get("servers", data.get("mcpServers")) if isinstance(data, dict) else None
