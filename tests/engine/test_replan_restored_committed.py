@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Awaitable
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 import planrail
@@ -16,6 +17,7 @@ from planrail.agent import Agent, approve_all
 from planrail.engine import operations
 from planrail.engine.approval import defer
 from planrail.engine.checkpoint import load_result
+from planrail.engine.gate import RunReplannedError
 from planrail.plan.tools import Tool
 from planrail.store import SQLiteStore
 from planrail.testing import FakeClock, ScriptedLLM
@@ -233,3 +235,22 @@ async def test_a_replan_left_waiting_for_approval_keeps_its_reused_step(tmp_path
 
     assert resumed.status == "succeeded", resumed.why
     assert ledger.calls == [("charge", "RUN:a"), ("notify", "RUN:b"), ("notify", "RUN-r1:c")]
+
+
+async def test_the_version_a_replan_replaced_is_not_resumed(tmp_path: Path) -> None:
+    """``RUN`` failed and was replanned as ``RUN-r1``, which finished the work: resuming
+    ``RUN`` (any door) is refused, naming ``RUN-r1`` — it used to run ``RUN``'s failed step
+    again, a second effect beside the one the replan made."""
+    ledger = Ledger(notify_fails=1)
+    tools = make_tools(ledger)
+    db = tmp_path / "runs.db"
+    store = SQLiteStore(db)
+    try:
+        result = await agent(ledger, store, tools, FakeClock(wall=WALL)).run(GOAL)
+        assert result.status == "succeeded", result.reason
+        calls = list(ledger.calls)
+        with pytest.raises(RunReplannedError, match="resume 'RUN-r1' instead"):
+            planrail.resume("RUN", tools, store=store)
+    finally:
+        store.close()
+    assert ledger.calls == calls  # nothing called again

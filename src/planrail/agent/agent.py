@@ -29,7 +29,7 @@ from planrail.engine.executor import (
     check_new_run_id,
     new_run_id,
 )
-from planrail.engine.gate import check_not_refused
+from planrail.engine.gate import check_not_refused, mark_replanned
 from planrail.engine.guard import ToolCallCount
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import ApprovalRefusedError, ExecutionError
@@ -316,6 +316,8 @@ class Agent:
         version before it, whose difference the approver is shown)."""
         version = len(ctx.result.runs)
         run_id = ctx.run_id if version == 0 else f"{ctx.run_id}-r{version}"
+        if version and self.store is not None:  # the version it replaces is not resumed
+            mark_replanned(self.store, ctx.result.runs[-1].run_id, run_id)
         common: dict[str, Any] = {
             "run_id": run_id,
             "security": self.security,

@@ -8,6 +8,7 @@ steps, kept in a module of their own; they read and set the execution's state.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +21,13 @@ from planrail.engine.approval import (
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import PlanMismatchError, PolicyMismatchError
 from planrail.engine.events import EventType
-from planrail.errors import ApprovalRefusedError
+from planrail.errors import ApprovalRefusedError, ExecutionError
 from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
 from planrail.plan.model import Plan
 from planrail.plan.tools import ToolRegistry
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import SecurityPolicy, check_approval
-from planrail.store.base import RunRecord
+from planrail.store.base import RunRecord, Store
 from planrail.types import StepStatus
 
 if TYPE_CHECKING:
@@ -35,12 +36,16 @@ if TYPE_CHECKING:
 __all__ = [
     "APPROVAL_STEPS",
     "BUDGET",
+    "REPLANNED_AS",
     "SCHEMAS",
+    "RunReplannedError",
     "adopt",
     "approval_needed",
     "approve_and_seal",
     "bind_schemas",
+    "check_current",
     "gate",
+    "mark_replanned",
     "policies",
     "schema_pins",
 ]
@@ -102,7 +107,7 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
             f" this plan is {current[:19]}…: a run only resumes its own plan",
             run_id=ex.run_id,
         )
-    check_not_refused(stored)
+    check_current(stored)
     if ex.approval is None and stored.approval is not None:
         ex.approval = dict(stored.approval)
     saved = stored.metadata.get("policies")
@@ -130,6 +135,40 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
                 ex.calls = CallGuard.for_policy(ex.policy)
     elif ex._policy_given.to_dict() != kept_run:
         override(ex, "run", kept_run, ex._policy_given.to_dict())
+
+
+REPLANNED_AS = "replanned_as"
+"""A run record's metadata key: the run version that replaced its plan (an agent's replan)."""
+
+
+class RunReplannedError(ExecutionError):
+    """The run was replanned: the version that replaced it carries its work on; resuming it
+    would run again what that version already did."""
+
+    code = "run_replanned"
+
+
+def mark_replanned(store: Store, run_id: str, newer: str) -> None:
+    """Record that run ``run_id`` was replaced by run version ``newer`` (a replan that reuses
+    its finished steps): it is not resumed any more (:func:`check_current`)."""
+    found = store.get_run(run_id)
+    if found is not None:
+        kept = {**found.metadata, REPLANNED_AS: newer}
+        store.commit(run=dataclasses.replace(found, metadata=kept))
+
+
+def check_current(stored: RunRecord) -> None:
+    """A stored run may run again: no operator refused it (:func:`check_not_refused`) and no
+    replan replaced it (:class:`RunReplannedError`)."""
+    check_not_refused(stored)
+    newer = stored.metadata.get(REPLANNED_AS)
+    if isinstance(newer, str):
+        raise RunReplannedError(
+            f"run '{stored.run_id}' was replanned as '{newer}', which reuses its finished steps"
+            f" and carries its work on: resume '{newer}' instead (resuming this one would run"
+            " again what the replan did)",
+            run_id=stored.run_id,
+        )
 
 
 def check_not_refused(stored: RunRecord) -> None:

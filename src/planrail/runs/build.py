@@ -13,7 +13,7 @@ from planrail.engine.actions import ActionHandler
 from planrail.engine.approval import Approver
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.executor import BudgetRecord, Execution, FailureMode
-from planrail.engine.gate import check_not_refused
+from planrail.engine.gate import check_current
 from planrail.engine.guard import ToolCallCount
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import PlanError, PlanValidationError, StoreError
@@ -193,7 +193,7 @@ def resume(run_id: str, tools: ToolsInput, *, store: Store, **options: Any) -> E
     record = store.get_run(run_id)
     if record is None:
         raise StoreError(f"no run '{run_id}' in this store", run_id=run_id)
-    check_not_refused(record)  # said here, before the plan is read: every door resumes so
+    check_current(record)  # said here, before the plan is read: every door resumes so
     if _holds_redacted(record.plan):
         raise PlanError(
             f"run '{run_id}' has secret values written in its plan, and secrets are never"
