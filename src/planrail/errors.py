@@ -44,6 +44,7 @@
     │   ├── PolicyMismatchError         resumed under other policies           (engine.checkpoint)
     │   ├── OperationError              an operator action that does not apply (engine.operations)
     │   ├── RunBusyError                another runner holds the run's lease   (engine.checkpoint)
+    │   ├── RunReplannedError           a replan replaced the run: resume that (engine.gate)
     │   └── LeaseLostError              this runner's lease expired or was taken (engine.checkpoint)
     ├── LLMError                        a model could not be asked, or answered badly (llm.errors)
     │   ├── LLMRequestError             the provider refused the request (4xx) (llm.errors)
