@@ -12,20 +12,32 @@ it raises is what ``json.dumps`` raises: a value the fast path refuses (a type J
 encoded again by the standard encoder, which raises its own error or encodes it.
 
 :func:`encodable` makes JSON data that UTF-8 can encode, for what is sent whatever a record
-holds (the dashboard's answers, the MCP server's).
+holds (the dashboard's answers, the MCP server's); :func:`escape_surrogates` is the one way
+planrail writes a lone surrogate as text (``\\udcff``): in those answers, in an error's message
+(:mod:`planrail.errors`, the layer just above this module), in a model's prompt, in a store's
+text columns.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from json.encoder import c_encode_basestring as _c_text  # type: ignore[attr-defined]
 from json.encoder import c_encode_basestring_ascii as _c_ascii  # type: ignore[attr-defined]
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["canonical", "canonical_data", "digest", "encodable", "encoder"]
+__all__ = [
+    "canonical",
+    "canonical_data",
+    "digest",
+    "encodable",
+    "encoder",
+    "escape_surrogates",
+    "lone_surrogate",
+]
 
 
 def encoder(
@@ -81,6 +93,27 @@ def digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str) -> str | None:
+    """The first lone surrogate in ``text``, or None when it is Unicode text. JSON's
+    ``"\\ud800"`` escape makes one; no UTF-8 file, store, terminal or tool can take it."""
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    return None if found is None else found.group()
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate spelled as its JSON escape (``\\ud800``): text that
+    can be encoded, for what must be sent or shown whatever it holds (a model's answer quoted
+    back to it, an error's message, a stored record's strings)."""
+    if lone_surrogate(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def encodable(value: Any) -> Any:
     """JSON data ``value`` as UTF-8 can encode it: each lone surrogate in its strings and keys
     (``"\\udcff"``: not Unicode, so no UTF-8 encoder takes it, and a whole JSON answer holding
@@ -90,10 +123,7 @@ def encodable(value: Any) -> Any:
     holds no such text (the usual case: nothing is copied); a container is copied only when
     something in it changed (a tuple then becomes a list, as JSON has it)."""
     if isinstance(value, str):
-        if value.isascii():
-            return value
-        text = value.encode("utf-8", "backslashreplace").decode()
-        return value if text == value else text
+        return escape_surrogates(value)
     if isinstance(value, dict):
         pairs = [(encodable(k), encodable(v)) for k, v in value.items()]
         olds = value.items()

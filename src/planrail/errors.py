@@ -75,6 +75,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from planrail._json import escape_surrogates
+
 __all__ = [
     "ApprovalRefusedError",
     "ArgumentError",
@@ -124,8 +126,8 @@ def error_dict(
         except Exception:  # a property of the error's own that raises: not retryable
             may_retry = False
     return {
-        "type": _readable(kind),
-        "message": _readable(text or kind),
+        "type": escape_surrogates(kind),
+        "message": escape_surrogates(text or kind),
         "retryable": may_retry if retryable is None else retryable,
     }
 
@@ -147,12 +149,7 @@ def error_message(error: BaseException) -> str:
         except Exception:  # its repr raises too: the type name says what it was
             shown = kind
         text = f"{shown} (its message cannot be read: str() raised {type(exc).__name__})"
-    return _readable(text or kind)
-
-
-def _readable(text: str) -> str:
-    """``text`` as UTF-8 can encode it: each lone surrogate written as its escape."""
-    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode()
+    return escape_surrogates(text or kind)
 
 
 class PlanrailError(Exception):

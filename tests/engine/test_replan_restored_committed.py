@@ -254,3 +254,22 @@ async def test_the_version_a_replan_replaced_is_not_resumed(tmp_path: Path) -> N
     finally:
         store.close()
     assert ledger.calls == calls  # nothing called again
+
+
+async def test_an_agent_given_the_replaced_run_id_says_so_before_planning(tmp_path: Path) -> None:
+    """The Agent door asks what every door asks of a stored run: ``Agent(run_id="RUN")``
+    after ``RUN`` was replanned ends ``error`` naming ``RUN-r1``, no model asked."""
+    ledger = Ledger(notify_fails=1)
+    tools = make_tools(ledger)
+    store = SQLiteStore(tmp_path / "runs.db")
+    try:
+        first = await agent(ledger, store, tools, FakeClock(wall=WALL)).run(GOAL)
+        assert first.status == "succeeded", first.reason
+        llm = ScriptedLLM([])
+        again = await Agent(llm, tools, approval=approve_all, store=store, run_id="RUN").run(GOAL)
+    finally:
+        store.close()
+    assert again.status == "error"
+    assert again.reason is not None
+    assert "resume 'RUN-r1' instead" in again.reason
+    assert llm.requests == []

@@ -107,3 +107,25 @@ def test_planrail_resume_keeps_the_budget_of_planrail_plan(
     assert "Traceback" not in again.output
     assert len(server.completions) == 1  # the server was not asked again
     assert "send_email" not in _calls(log)
+
+
+async def test_running_the_plan_again_under_its_run_id_keeps_the_budget(
+    kit: Kit, tmp_path: Path
+) -> None:
+    """``prepare(plan, run_id=..., store=..., llm=...)`` — what ``planrail run PLAN --run-id``
+    does — continues the stored run, and its budget with it."""
+    db = tmp_path / "runs.db"
+    plan = Scripted(json.dumps(good_plan()), input_tokens=100, output_tokens=10)
+    run_id = await _spent_run(kit, db, Budget(max_llm_calls=1), plan)
+    fresh = ScriptedLLM([Scripted("A summary.", input_tokens=1, output_tokens=1)])
+    store = open_store(f"sqlite:///{db}")
+    try:
+        record = store.get_run(run_id)
+        assert record is not None
+        execution = planrail.prepare(record.plan, kit.tools, store=store, run_id=run_id, llm=fresh)
+        result = await execution.run()
+    finally:
+        store.close()
+    assert fresh.requests == []
+    assert result.steps["summary"].status == "failed"
+    assert "send_email" not in kit.names()

@@ -29,7 +29,7 @@ from planrail.engine.executor import (
     check_new_run_id,
     new_run_id,
 )
-from planrail.engine.gate import check_not_refused, mark_replanned
+from planrail.engine.gate import RunReplannedError, check_current, mark_replanned
 from planrail.engine.guard import ToolCallCount
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import ApprovalRefusedError, ExecutionError
@@ -183,7 +183,7 @@ class Agent:
             res.usage = ctx.meter.to_dict()
             return res
         try:
-            self._check_not_refused()
+            self._check_current()
             await self._first(ctx)
             while (
                 res.status == "failed"
@@ -198,7 +198,7 @@ class Agent:
             res.reason = exc.message
         except BudgetExceededError:
             pass  # reported below, from the meter
-        except LLMError as exc:
+        except (LLMError, RunReplannedError) as exc:
             res.status, res.reason = "error", exc.message
         except ApprovalRefusedError as exc:  # an operator refused the run under this id
             res.status, res.reason = "refused", exc.message
@@ -212,14 +212,16 @@ class Agent:
         res.usage = ctx.meter.to_dict()
         return res
 
-    def _check_not_refused(self) -> None:
-        """:class:`ApprovalRefusedError` before any model is asked (and paid) when the run
-        under the given ``run_id`` was refused by an operator: it never runs again."""
+    def _check_current(self) -> None:
+        """Before any model is asked (and paid), what every door asks of a stored run under
+        the given ``run_id`` (:func:`~planrail.engine.gate.check_current`): an operator refused
+        it (:class:`ApprovalRefusedError`: ``refused``), or a replan replaced it
+        (:class:`~planrail.engine.gate.RunReplannedError`: ``error``)."""
         if self.store is None or self.run_id is None:
             return
         stored = self.store.get_run(self.run_id)
         if stored is not None:
-            check_not_refused(stored)
+            check_current(stored)
 
     def _context(self, goal: str) -> RunContext:
         meter = BudgetMeter(self.budget, self.prices)

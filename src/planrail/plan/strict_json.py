@@ -23,11 +23,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from collections import Counter
 from typing import Any, NamedTuple
 
 import pydantic
+
+from planrail._json import escape_surrogates, lone_surrogate
 
 __all__ = [
     "CONTROL_CHARACTERS",
@@ -42,29 +43,10 @@ __all__ = [
 
 _PLAIN = (int, bool, type(None))
 _MAX_DEPTH = 200
-_SURROGATE = re.compile("[\ud800-\udfff]")
 CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f"
 """The control characters, as the body of a regex character class: C0 (newline and tab
 included), DEL and C1. Text that reaches a terminal shows them as escapes
 (``planrail.cli.printable``); a run id may not hold them (``engine.executor``)."""
-
-
-def lone_surrogate(text: str) -> str | None:
-    """The first lone surrogate in ``text``, or None when it is Unicode text. JSON's
-    ``"\\ud800"`` escape makes one; no UTF-8 file, store, terminal or tool can take it."""
-    if text.isascii():
-        return None
-    found = _SURROGATE.search(text)
-    return None if found is None else found.group()
-
-
-def escape_surrogates(text: str) -> str:
-    """``text`` with each lone surrogate spelled as its JSON escape (``\\ud800``): text that
-    can be encoded, for what must be sent or shown whatever it holds (a model's answer quoted
-    back to it)."""
-    if lone_surrogate(text) is None:
-        return text
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def surrogate_problem(text: str) -> str | None:

@@ -1,6 +1,6 @@
-"""A run's LLM budget, kept with it: every door that resumes a run (``planrail resume``,
-:func:`planrail.resume`, MCP ``resume_run``, ``planrail run --run-id``) spends from what the
-run had left, not from a new budget.
+"""A run's LLM budget, kept with it: every door that resumes a run with a model
+(``planrail resume --model``, :func:`planrail.resume`, ``planrail run --run-id``; MCP
+``resume_run`` has none) spends from what the run had left, not from a new budget.
 
 When a run opens, its stored policies take the budget's record
 (:meth:`~planrail.llm.budget.BudgetMeter.record`: the limits, the prices, what was spent so far)

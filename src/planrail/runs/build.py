@@ -166,10 +166,14 @@ def _metered(
     if found is None:
         return llm, models, None
     meter, record = found
-    factory = models
-    if factory is not None:
-        models = lambda name: MeteredLLM(factory(name), meter)  # noqa: E731
-    return MeteredLLM(llm, meter), models, record
+    metered_models = None
+    if models is not None:
+        factory = models
+
+        def metered_models(name: str) -> LLM:  # a step's own model spends from the same budget
+            return MeteredLLM(factory(name), meter)
+
+    return MeteredLLM(llm, meter), metered_models, record
 
 
 def validation_options(security: SecurityPolicy | None) -> ValidationOptions:
