@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +230,38 @@ def test_max_steps_bounds_the_schema_sent_and_the_answer(
     assert planning[0]["issues"][0]["code"] == "limit_exceeded"
     assert _calls(log) == ["search"]
     assert _plan(module, server, "--max-steps", "0").exit_code == 2
+
+
+def test_a_streamed_plan_nobody_could_approve_is_stored_for_planrail_approve(
+    tmp_path: Path, server: LLMTestServer
+) -> None:
+    """With no terminal to ask on, ``planrail plan`` (streamed, its default) exits 4, and the
+    run is stored for ``planrail approve RUN_ID`` (it used to be stored only with
+    ``--no-stream``: approve said there was no such run); the resume runs the rest."""
+    module, log = _tools(tmp_path)
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    server.add(Reply.json(good_plan()), "A summary.")
+    result = _plan(module, server, "--store", store, "--run-id", "R")
+    assert result.exit_code == 4, result.output
+    assert server.completions[0].stream
+    early = _calls(log)
+    assert "create_account" not in early
+    assert "send_email" not in early
+
+    cli = CliRunner()
+    approved = cli.invoke(app, ["approve", "R", "--store", store])
+    assert approved.exit_code == 0, approved.output
+    model = ["--model", "openai:test-model", "--base-url", server.url]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        resumed = cli.invoke(app, ["resume", "R", "--tools", str(module), "--store", store, *model])
+        code, output = resumed.exit_code, resumed.output
+        del resumed  # its traceback holds the command's frames, and the client in them
+        gc.collect()
+    assert code == 0, output
+    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert unclosed == [], "resume --model closes the client it made"
+    calls = _calls(log)
+    assert calls.count("create_account") == 1
+    assert calls.count("send_email") == 1
+    assert calls[-1] == "send_email"

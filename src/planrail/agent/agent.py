@@ -293,12 +293,16 @@ class Agent:
             if not answer:
                 ctx.result.status = "refused"
                 steps = ", ".join(request.steps)
-                ctx.result.reason = (
-                    f"approval refused for {steps}: nothing that changes the world was run"
-                    if self.approval is not None
-                    else f"{steps} need approval, but no approval callback was given"
-                    " (pass approval=..., or approve_all)"
-                )
+                if self.approval is None:
+                    ctx.result.reason = (
+                        f"{steps} need approval, but no approval callback was given"
+                        " (pass approval=..., or approve_all)"
+                    )
+                else:
+                    decision = "refused" if answer is False else "deferred"
+                    ctx.result.reason = (
+                        f"approval {decision} for {steps}: nothing that changes the world was run"
+                    )
             return answer
 
         ask_callback.label = "approval callback"  # type: ignore[attr-defined]

@@ -10,7 +10,8 @@ step the moment its closing brace arrives. A step is added to the open execution
 The scheduler then starts it as soon as its dependencies are done. Every other step — above
 all any step that changes the world — waits until the whole plan has been validated (and
 repaired) and approved; then :meth:`~planrail.engine.executor.Execution.seal` releases it.
-A refusal cancels the execution: only read-only steps can have run.
+A refusal or a deferral stops the execution (only read-only steps can have run); with a store
+the run is recorded ``awaiting_approval`` with the whole plan, as a plan that did not stream.
 
 If the final plan changed a step that had already been added (a repair rewrote it), the open
 execution is cancelled and the final plan runs, reusing the outputs of unchanged finished steps.
@@ -67,9 +68,10 @@ async def run_streamed(agent: Agent, ctx: RunContext) -> None:
         except BaseException:
             await cancel(runner)
             raise
-        if not approved:
+        if not approved:  # recorded awaiting_approval, with a store (as a sealed plan is)
             await cancel(runner)
             ctx.result.run = execution.result()
+            ctx.result.runs.append(ctx.result.run)
             return
         ctx.trace.note("plan_sealed", steps=len(plan.steps))
         await runner

@@ -293,13 +293,19 @@ handled: only SIGINT); a second Ctrl-C within them, or their end, exits 130 at o
 
 
 def execute(
-    execution: Execution, console: Console, *, quiet: bool, redactor: Redactor | None = None
+    execution: Execution,
+    console: Console,
+    *,
+    quiet: bool,
+    redactor: Redactor | None = None,
+    llm: object = None,
 ) -> RunResult:
     """Run with live progress. The first Ctrl-C cancels the run, which records what it leaves
     behind (a call under way is in doubt, or runs again with its key) and exits 130; a second
     one, or a cancelled run still busy after ``INTERRUPT_GRACE`` seconds, exits 130 at once,
     without a traceback. A tool runner the command made for the run (``--backend``) is closed
-    after it (an execution closes only its own)."""
+    after it (an execution closes only its own), and so is the model client it made
+    (``--model``: ``llm``), in the loop its connections were made in."""
     from planrail.cli.interrupts import Interrupts
     from planrail.cli.progress import make_progress
 
@@ -312,6 +318,9 @@ def execute(
         finally:
             if not execution.owns_runner:
                 await execution.tool_runner.aclose()
+            close = getattr(llm, "aclose", None)
+            if close is not None:
+                await close()
 
     progress = make_progress(console, [s.id for s in execution.plan.steps], quiet=quiet)
     execution.observers.append(progress)

@@ -205,7 +205,9 @@ def run(
         raise fail(console, exc.message, ExitCode.USAGE) from None
     attach_observers(execution, trace, console)
     redactor = None if show_secrets else execution.redactor
-    result = execute(execution, console, quiet=quiet or json_out, redactor=redactor)
+    result = execute(
+        execution, console, quiet=quiet or json_out, redactor=redactor, llm=options.get("llm")
+    )
     if result.status == "awaiting_approval":
         console.print(f"[red]approval refused[/]: nothing was executed ({result.error})")
     emit_result(result, console, json_out=json_out, redactor=redactor)

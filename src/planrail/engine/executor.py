@@ -256,6 +256,12 @@ class Execution:
         """Outcomes waiting for their commit before the scheduler hears of them."""
         self._flush_pending = False
         self._events: deque[Event] = deque()
+        self._unstored: list[Event] = []
+        """Events of a run with a store emitted before its checkpoint opened (a streamed plan's
+        early steps): the checkpoint stores them as it opens."""
+        self._ended = False
+        """The run's end is recorded (:meth:`_save_final`): a cancellation after it changes
+        nothing (a streamed plan stopped at its approval)."""
         self._wakeup: asyncio.Event | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.owns_runner = tool_runner is None
@@ -494,6 +500,8 @@ class Execution:
                     await self._wakeup.wait()
                 self._finish()
             except BaseException as exc:
+                if self._ended:  # recorded as stopped already (gate.approve_and_seal)
+                    raise
                 await self._cancel_all(_reason(exc))
                 self.status = "cancelled"
                 if isinstance(exc, PlanrailError):
@@ -595,6 +603,9 @@ class Execution:
             self._restored.update(stored)
             self._carried.difference_update(stored)
             self.tool_calls.admitted += self._ckpt.admitted
+            for event in self._unstored:
+                self._ckpt.event(event)
+            self._unstored.clear()
             self._record_carried()
             return
 
@@ -647,6 +658,8 @@ class Execution:
         self._events.append(event)
         if self._ckpt is not None:
             self._ckpt.event(event)
+        elif self.store is not None:
+            self._unstored.append(event)
         for obs in self.observers:
             try:
                 obs.on_event(event)
@@ -1201,6 +1214,7 @@ class Execution:
         return self._stages is not None and bool(self._stages.rejected)
 
     def _save_final(self) -> None:
+        self._ended = True
         if self._ckpt is None:
             return
         dirty, self._dirty = self._dirty, set()

@@ -70,15 +70,19 @@ S = StepStatus
 async def approve_and_seal(ex: Execution, plan: Plan) -> bool:
     """:meth:`Execution.approve_and_seal`: the gate for an open plan once it is whole."""
     before, ex.plan, ex._sealed = ex.plan, plan, True
+    answer: bool | None = True
     try:
         for step in plan.steps:
             if step.id not in ex._steps:
                 ex.effects[step.id] = step_effect(step, ex.registry)
         needed = needed_for(ex, plan, effects_of(plan.steps, ex.registry))
-        if needed and ex.approval is None and not await decide(ex, needed):
-            return False
+        if needed and ex.approval is None:
+            answer = await decide(ex, needed)
     finally:
         ex.plan, ex._sealed = before, False
+    if not answer:
+        await _stop_unapproved(ex, plan, needed, answer)
+        return False
     if ex.approval is None:
         ex.approval = approval_record(plan.hash, "not required", ex.clock.now())
     ex.seal(plan)
@@ -86,9 +90,52 @@ async def approve_and_seal(ex: Execution, plan: Plan) -> bool:
     # while it streamed); a run sealed before it started makes it as it starts.
     if ex.store is not None and ex._ckpt is None and ex._started:
         await ex._open_checkpoint()
-        ex._dirty.update(sid for sid, r in ex.results.items() if r.status != S.PENDING)
+        _mark_ran(ex)
+        ex._emit(E.RUN_APPROVED, data={**ex.approval, "resumed": False})
         ex._start_background()
     return True
+
+
+async def _stop_unapproved(
+    ex: Execution, plan: Plan, needed: list[str], answer: bool | None
+) -> None:
+    """A streamed plan not approved once whole ends as a sealed one does at :func:`gate`:
+    with a store, recorded ``awaiting_approval`` with the whole plan — an operator may approve
+    it, and its resume starts after the read-only steps that finished while it streamed (those
+    still running are cancelled: they changed nothing); a deferral without a store is refused.
+    The caller then cancels the runner, which finds the run ended."""
+    error = unapproved(ex, needed, answer)
+    if ex.store is None:
+        return
+    await ex._cancel_all("stopped: the plan was not approved")
+    ex.plan = plan
+    if ex._ckpt is None:
+        await ex._open_checkpoint()
+    _mark_ran(ex)
+    ex.status, ex.error = "awaiting_approval", error
+    ex._emit(E.RUN_FINISHED, data={"status": ex.status, "error": ex.error})
+    ex._save_final()
+
+
+def _mark_ran(ex: Execution) -> None:
+    """The steps that ran before the record was made are written with its next commit."""
+    ex._dirty.update(sid for sid, r in ex.results.items() if r.status != S.PENDING)
+
+
+def unapproved(ex: Execution, needed: list[str], answer: bool | None) -> str:
+    """Why a run whose approver answered ``answer`` (no or later) does not start; a deferral
+    with no store to keep it in is :class:`ApprovalRequiredError`."""
+    if answer is None and ex.store is None:
+        raise ApprovalRequiredError(
+            "the approver deferred the decision, but this run has no store to keep it in",
+            run_id=ex.run_id,
+        )
+    if answer is None:
+        return (
+            f"waiting for approval of {', '.join(needed)}: `planrail approve {ex.run_id}`"
+            " then `planrail resume`"
+        )
+    return "approval refused: nothing was executed"
 
 
 def adopt(ex: Execution, stored: RunRecord | None) -> None:
@@ -274,18 +321,7 @@ async def gate(ex: Execution, needed: list[str]) -> bool:
             assert ex.approval is not None
             ex._ckpt.record_approval(ex.approval, approved)
         return True
-    if answer is None and ex._ckpt is None:
-        raise ApprovalRequiredError(
-            "the approver deferred the decision, but this run has no store to keep it in",
-            run_id=ex.run_id,
-        )
-    ex.status = "awaiting_approval"
-    ex.error = (
-        f"waiting for approval of {', '.join(needed)}: `planrail approve {ex.run_id}`"
-        " then `planrail resume`"
-        if answer is None
-        else "approval refused: nothing was executed"
-    )
+    ex.status, ex.error = "awaiting_approval", unapproved(ex, needed, answer)
     ex._emit(E.RUN_FINISHED, data={"status": ex.status, "error": ex.error})
     ex._save_final()
     return False
