@@ -40,6 +40,14 @@ def serve_cmd(
     store: StoreOpt = None,
     policy: PolicyOpt = None,
     strict: StrictOpt = False,
+    override_policy: Annotated[
+        bool,
+        typer.Option(
+            "--override-policy",
+            help="resume_run continues a run under --policy/--strict although it started under"
+            " another security policy (recorded as a policy_overridden event).",
+        ),
+    ] = False,
     http: Annotated[
         str | None,
         typer.Option(
@@ -51,7 +59,8 @@ def serve_cmd(
 ) -> None:
     """Serve validate_plan, run_plan, get_run, list_runs and resume_run over MCP (stdio by
     default); the plans' tools come from --tools and --mcp servers. The runs run under --policy
-    (and --strict), stored with them; a call it holds for approval is refused. See docs/mcp.md."""
+    (and --strict), stored with them; resume_run refuses a run started under another policy
+    unless --override-policy. A call the policy holds for approval is refused. See docs/mcp.md."""
     console = printable_console(stderr=True, highlight=False)  # stdout: the protocol's
     host, port = _address(http, console) if http is not None else ("", 0)
     try:
@@ -61,7 +70,10 @@ def serve_cmd(
     security = security_policy(policy, strict, console)
     registry = registry_from(tools, catalog, console)
     add_mcp_tools(registry, mcp, mcp_config, console)
-    server = build_server(Service(registry, open_store_or_exit(store, console), security))
+    service = Service(
+        registry, open_store_or_exit(store, console), security, policy_override=override_policy
+    )
+    server = build_server(service)
     if http is None:
         server.run()
         return

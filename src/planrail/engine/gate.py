@@ -47,6 +47,7 @@ __all__ = [
     "gate",
     "mark_replanned",
     "policies",
+    "resumes_under",
     "schema_pins",
 ]
 
@@ -182,6 +183,21 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
                 ex.calls = CallGuard.for_policy(ex.policy)
     elif ex._policy_given.to_dict() != kept_run:
         override(ex, "run", kept_run, ex._policy_given.to_dict())
+
+
+def resumes_under(
+    stored: RunRecord, given: SecurityPolicy | None, policy_override: bool | None
+) -> SecurityPolicy | None:
+    """The security policy stored run ``stored`` resumes under, as :func:`adopt` decides it:
+    ``given`` if the run started under it (or ``policy_override``), else the stored one (a
+    ``given`` that differs is then refused by :func:`adopt`)."""
+    saved = stored.metadata.get("policies")
+    if not isinstance(saved, dict):
+        return given
+    kept = saved.get("security")
+    if given is not None and (policy_override or given.to_dict() == kept):
+        return given
+    return None if kept is None else SecurityPolicy.from_mapping(kept)
 
 
 REPLANNED_AS = "replanned_as"

@@ -13,7 +13,7 @@ from planrail.engine.actions import ActionHandler
 from planrail.engine.approval import Approver
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.executor import BudgetRecord, Execution, FailureMode
-from planrail.engine.gate import check_current
+from planrail.engine.gate import check_current, resumes_under
 from planrail.engine.guard import ToolCallCount
 from planrail.engine.result import RunResult, StepResult
 from planrail.errors import PlanError, PlanValidationError, StoreError
@@ -97,7 +97,7 @@ def prepare(
     Raises :class:`~planrail.PlanValidationError` (with every issue) if the plan is invalid.
     """
     registry = ToolRegistry.of(tools)
-    options = validation_options(security)
+    options = validation_options(_validated_under(store, run_id, security, policy_override))
     source = Path(plan) if isinstance(plan, str) and _looks_like_path(plan) else plan
     actions: dict[str, ActionHandler] = {}
     # Everything built here lives as long as the run, which keeps it out of full collections
@@ -206,19 +206,38 @@ def resume(run_id: str, tools: ToolsInput, *, store: Store, **options: Any) -> E
             run_id=run_id,
         )
     registry = ToolRegistry.of(tools)
+    security = resumes_under(record, options.get("security"), options.get("policy_override"))
     report = check_plan(
         record.plan,
         registry,
-        options=validation_options(options.get("security")),
+        options=validation_options(security),
         limits=options.get("limits"),
         warnings=False,
     )
     if report.compiled is None:
+        under = " under the strict security policy it resumes under" if _strict(security) else ""
         raise PlanValidationError(
-            report.errors, f"the stored plan of run '{run_id}' is no longer valid"
+            report.errors, f"the stored plan of run '{run_id}' is no longer valid{under}"
         )
     options.setdefault("reason", "resume")
     return prepare(report.compiled, registry, run_id=run_id, store=store, **options)
+
+
+def _validated_under(
+    store: Store | None, run_id: str | None, security: SecurityPolicy | None, override: bool
+) -> SecurityPolicy | None:
+    """The security policy a run's plan is validated under: the one it will run under. For a
+    stored run that is its stored policy unless ``security`` overrides it, so that a policy
+    given that differs is refused as such (``PolicyMismatchError``, ``gate.adopt``), not as a
+    plan that policy would not let start."""
+    if store is None or run_id is None:
+        return security
+    stored = store.get_run(run_id)
+    return security if stored is None else resumes_under(stored, security, override)
+
+
+def _strict(security: SecurityPolicy | None) -> bool:
+    return security is not None and security.strict
 
 
 async def arun(plan: PlanInput, tools: ToolsInput = None, **options: Any) -> RunResult:

@@ -9,7 +9,10 @@ refuses it; no answer (a client without elicitation, a dismissed question) store
 
 A served run runs under the server's security policy (``planrail mcp serve --policy FILE
 --strict``), stored with the run as every door stores it; a run resumed without one keeps the
-policy it was started under. No one is asked about a call the policy holds back: it is refused.
+policy it was started under, and one started under another is resumed under the server's only
+with ``policy_override`` (``--override-policy``; the run path records it as a
+``policy_overridden`` event, else refuses with ``PolicyMismatchError``). No one is asked about
+a call the policy holds back: it is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from planrail.agent.approval import side_effecting_steps as needs_approval
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import approval_record, defer, refuse_all
 from planrail.engine.executor import Execution
+from planrail.errors import PlanValidationError
 from planrail.integrations.mcp.question import question
 from planrail.integrations.mcp.tools import bind_approval
 from planrail.plan.model import Plan
@@ -45,6 +49,8 @@ class Outcome:
     status: str
     error: str | None = None
     output: Any = None
+    errors: tuple[dict[str, Any], ...] = ()
+    """The issues of a plan that is ``invalid`` (``{code, step, path, message}``)."""
 
 
 def checked(plan: Any, registry: ToolRegistry, security: SecurityPolicy | None) -> ValidationReport:
@@ -88,17 +94,29 @@ async def start(
 
 
 async def resume(
-    run_id: str, registry: ToolRegistry, store: Store, security: SecurityPolicy | None = None
+    run_id: str,
+    registry: ToolRegistry,
+    store: Store,
+    security: SecurityPolicy | None = None,
+    *,
+    policy_override: bool = False,
 ) -> Outcome:
-    record = store.get_run(run_id)
-    if record is None:
+    """Continue run ``run_id``; under ``security`` it started under another policy only with
+    ``policy_override`` (the run path records it, else raises ``PolicyMismatchError``)."""
+    if store.get_run(run_id) is None:
         return Outcome(run_id, "unknown", f"no run '{run_id}' in this store")
-    plan = checked(record.plan, registry, security).plan
-    if plan is None:
-        return Outcome(run_id, "invalid", "the stored plan is no longer valid with these tools")
-    if record.approval is not None:  # bind the MCP tools to the schemas it approved
-        bind_approval(dict(record.approval), plan, registry)
-    execution = resume_execution(run_id, registry, store=store, approver=defer, security=security)
+    try:
+        execution = resume_execution(
+            run_id,
+            registry,
+            store=store,
+            approver=defer,
+            security=security,
+            policy_override=policy_override,
+        )
+    except PlanValidationError as exc:  # under the policy it would resume under
+        issues = tuple(i.to_dict() for i in exc.issues)
+        return Outcome(run_id, "invalid", f"{exc.message}: nothing was run", errors=issues)
     return await _outcome(execution)
 
 

@@ -10,7 +10,8 @@ Tools (each answers with structured content):
   ``resume_run`` runs it once approved;
 - ``get_run(run_id)``: the run's record (the ``show --json`` object);
 - ``list_runs(status?, limit?)``: runs, newest first;
-- ``resume_run(run_id)``: continue a run from its checkpoint.
+- ``resume_run(run_id)``: continue a run from its checkpoint (under the policy it started
+  with, unless the server overrides it: ``policy_override``, ``--override-policy``).
 
 The tool catalog is the resource ``planrail://catalog``. There is no ``approve`` tool on
 purpose: an agent approving its own plan is no approval. The runs run under the server's
@@ -95,11 +96,17 @@ class Approval(BaseModel):
 @contextlib.contextmanager
 def _told_to_the_caller(*anticipated: type[Exception]) -> Iterator[None]:
     """The caller's mistakes (``anticipated``) as the SDK's ``ToolError``: the client reads
-    the reason with ``isError``, and the server logs no crash. Anything else stays a crash."""
+    the reason with ``isError``, and the server logs no crash. Anything else stays a crash.
+    A planrail error's reason starts with its stable code in brackets (``[policy_mismatch]
+    run 'r' was started under …``; the SDK puts ``Error executing tool NAME:`` before it), as
+    a validation issue reads, so a client tells one refusal from another without parsing the
+    sentence."""
     try:
         yield
     except anticipated as exc:
-        raise ToolError(getattr(exc, "message", None) or str(exc)) from None
+        said = getattr(exc, "message", None) or str(exc)
+        code = exc.code if isinstance(exc, PlanrailError) else None
+        raise ToolError(f"[{code}] {said}" if code else said) from None
 
 
 def _served(registry: ToolRegistry) -> ToolRegistry:
@@ -152,14 +159,26 @@ def _unstoppable(tool: Tool) -> Tool:
 
 class Service:
     """What the MCP tools do, on a registry of tools and a store; the runs it starts and
-    resumes run under ``security`` (``None``: a resumed run keeps the policy it started with)."""
+    resumes run under ``security`` (``None``: a resumed run keeps the policy it started with).
+
+    A run started under another security policy is resumed under ``security`` only with
+    ``policy_override`` (``--override-policy``), which the run records as a
+    ``policy_overridden`` event; without it ``resume_run`` refuses it (``[policy_mismatch]``).
+    ``run_plan`` of a stored run's id never overrides, as ``planrail run --run-id`` does not.
+    """
 
     def __init__(
-        self, registry: ToolRegistry, store: Store, security: SecurityPolicy | None = None
+        self,
+        registry: ToolRegistry,
+        store: Store,
+        security: SecurityPolicy | None = None,
+        *,
+        policy_override: bool = False,
     ) -> None:
         self.registry = _served(registry)
         self.store = store
         self.security = security
+        self.policy_override = policy_override
 
     def question(self, plan: dict[str, Any]) -> str | None:
         """What a person is asked to approve ``plan`` (None: it needs no approval)."""
@@ -193,8 +212,16 @@ class Service:
     async def resume_run(self, run_id: str) -> RunOut:
         if self.store.get_run(run_id) is None:  # anticipated, as for get_run
             raise ToolError(f"no run '{run_id}' in this store")
-        with _told_to_the_caller(PlanrailError):  # another runner holds it, another plan
-            return _out(await runs.resume(run_id, self.registry, self.store, self.security))
+        # another runner holds it, another plan, another policy (without policy_override)
+        with _told_to_the_caller(PlanrailError):
+            outcome = await runs.resume(
+                run_id,
+                self.registry,
+                self.store,
+                self.security,
+                policy_override=self.policy_override,
+            )
+            return _out(outcome)
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         result = load_result(self.store, run_id)
@@ -232,6 +259,7 @@ def _out(outcome: runs.Outcome) -> RunOut:
         error=encodable(outcome.error),
         output=encodable(outcome.output),
         next=hint,
+        errors=[IssueOut.model_validate(issue) for issue in outcome.errors],
     )
 
 
