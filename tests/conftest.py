@@ -7,6 +7,7 @@ import inspect
 import signal
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -67,3 +68,15 @@ def ipv6_loopback() -> None:
             sock.bind(("::1", 0))
     except OSError:
         pytest.skip("no IPv6 loopback here")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of a new, empty durable store: a SQLite file, then a PostgreSQL schema of the
+    test's own (skipped when no server answers). Each ``open_store(store_url)`` is a new store
+    object over the same database, as a new runner process would open. A test module that
+    defines its own ``store_url`` keeps it."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url

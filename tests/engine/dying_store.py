@@ -1,46 +1,35 @@
-"""A SQLite store that a test can "kill": from :meth:`DyingStore.die` on it drops every write,
-as a runner killed at that moment would leave the file (for resume tests in one process)."""
+"""Resume tests in one process, over any store kind: a runner "killed" mid-call (its store
+dies from a moment on: :class:`DyingStore`), then a new runner on a new store object over the
+same URL (:func:`resume_later`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import Awaitable
-from pathlib import Path
 from typing import Any
 
 import planrail
+from durability.helpers import WALL
+from durability.helpers import DyingStore as _DyingProxy
 from planrail.plan.tools import Tool
-from planrail.store import Event, SQLiteStore
+from planrail.store import open_store
 from planrail.testing import FakeClock
 
 __all__ = ["WALL", "DyingStore", "resume_later", "run_until"]
 
-WALL = 1_700_000_000.0
-"""The wall clock of the first runner (a resume's is 100 s later)."""
 
+class DyingStore(_DyingProxy):
+    """The durability tests' dying proxy (every write dropped once :meth:`die` is called, as a
+    runner killed at that moment would leave the database) over the store ``url`` names,
+    which it opens and closes."""
 
-class DyingStore(SQLiteStore):
-    """A SQLite store that drops every write once :meth:`die` is called, as a runner killed at
-    that moment would leave the file."""
+    def __init__(self, url: str) -> None:
+        super().__init__(open_store(url))
+        self.url = url
 
-    dead = False
-
-    def die(self) -> None:
-        self.dead = True
-
-    def commit(self, **parts: Any) -> list[Event]:
-        if self.dead:
-            return [dataclasses.replace(e, seq=-1) for e in parts.get("events", ())]
-        return super().commit(**parts)
-
-    def renew_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
-        return True if self.dead else super().renew_lease(run_id, owner, ttl, now)
-
-    def release_lease(self, run_id: str, owner: str) -> None:
-        if not self.dead:
-            super().release_lease(run_id, owner)
+    def close(self) -> None:
+        self.inner.close()
 
 
 async def run_until(died: asyncio.Event, run: Awaitable[Any]) -> None:
@@ -55,14 +44,11 @@ async def run_until(died: asyncio.Event, run: Awaitable[Any]) -> None:
         await task
 
 
-async def resume_later(run_id: str, tools: list[Tool], db: Path) -> planrail.RunResult:
-    """Resume ``run_id`` in a new runner on the store file ``db``, past the first one's
-    lease (its clock 100 s on)."""
-    store = SQLiteStore(db)
-    try:
+async def resume_later(run_id: str, tools: list[Tool], url: str) -> planrail.RunResult:
+    """Resume ``run_id`` in a new runner on a new store object over ``url``, past the first
+    one's lease (its clock 100 s on)."""
+    with open_store(url) as store:
         execution = planrail.resume(
             run_id, tools, store=store, clock=FakeClock(wall=WALL + 100), approve=True
         )
         return await execution.run()
-    finally:
-        store.close()

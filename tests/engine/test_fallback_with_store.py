@@ -10,7 +10,6 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from pydantic import BaseModel
 
 import planrail
 from planrail.plan.tools import SideEffects, Tool
-from planrail.store import SQLiteStore
+from planrail.store import Store, open_store
 from planrail.testing import FakeClock
 from planrail.types import StepStatus
 
@@ -98,31 +97,31 @@ PLAN = {
 }
 
 
-def execution(tools: list[Tool], store: SQLiteStore, plan: Any = PLAN) -> planrail.Execution:
+def execution(tools: list[Tool], store: Store, plan: Any = PLAN) -> planrail.Execution:
     return planrail.prepare(
         plan, tools, store=store, run_id="RUN", approve=True, clock=FakeClock(wall=WALL)
     )
 
 
-async def killed(ledger: Ledger, tools: list[Tool], db: Path) -> None:
+async def killed(ledger: Ledger, tools: list[Tool], url: str) -> None:
     """Run ``RUN`` until a ``ledger.kill`` call makes its store die, then stop the runner."""
-    dying = ledger.store = DyingStore(db)
+    dying = ledger.store = DyingStore(url)
     await run_until(ledger.died, execution(tools, dying).run())
     dying.close()
 
 
-def resumed(tools: list[Tool], db: Path) -> Awaitable[planrail.RunResult]:
-    return resume_later("RUN", tools, db)
+def resumed(tools: list[Tool], url: str) -> Awaitable[planrail.RunResult]:
+    return resume_later("RUN", tools, url)
 
 
 async def test_a_side_effecting_fallback_succeeds_degraded_with_a_store(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The card fails for good, the invoice (other arguments) is sent once, under its own key:
     the step succeeds degraded, as without a store, and nothing is logged as an error."""
     ledger = Ledger()
     tools = make_tools(ledger)
-    store = SQLiteStore(tmp_path / "runs.db")
+    store = open_store(store_url)
     with caplog.at_level(logging.WARNING, logger="planrail"):
         result = await execution(tools, store).run()
 
@@ -142,10 +141,14 @@ async def test_a_side_effecting_fallback_succeeds_degraded_with_a_store(
     assert intents == {"pay": "RUN:pay", "pay:fallback": "RUN:pay:fallback", "mail": "RUN:mail"}
     stored = store.get_steps("RUN")["pay"]
     assert (stored.status, stored.degraded, stored.output) == (S.SUCCEEDED, True, pay.output)
+    assert (stored.error or {}).get("type") != "IdempotencyConflictError"
+    run = store.get_run("RUN")
+    assert run is not None
+    assert run.status == "succeeded"
     store.close()
 
 
-async def test_each_item_of_a_fan_out_has_its_own_fallback_key(tmp_path: Path) -> None:
+async def test_each_item_of_a_fan_out_has_its_own_fallback_key(store_url: str) -> None:
     """Inside a fan-out, item ``i``'s fallback call is keyed ``RUN:STEP:i:fallback``."""
     ledger = Ledger()
     tools = make_tools(ledger)
@@ -164,7 +167,7 @@ async def test_each_item_of_a_fan_out_has_its_own_fallback_key(tmp_path: Path) -
             },
         ],
     }
-    store = SQLiteStore(tmp_path / "runs.db")
+    store = open_store(store_url)
     result = await execution(tools, store, plan).run()
 
     assert result.status == "succeeded", result.why
@@ -180,16 +183,15 @@ async def test_each_item_of_a_fan_out_has_its_own_fallback_key(tmp_path: Path) -
 
 
 async def test_a_resume_after_the_fallback_was_committed_does_not_call_it_again(
-    tmp_path: Path,
+    store_url: str,
 ) -> None:
     """Killed while ``mail`` runs, after ``pay``'s degraded outcome was committed: the resume
     restores ``pay`` (neither the card nor the invoice is called again) and runs ``mail``."""
     ledger = Ledger(kill={"receipt": "RUN"})
     tools = make_tools(ledger)
-    db = tmp_path / "runs.db"
-    await killed(ledger, tools, db)
+    await killed(ledger, tools, store_url)
 
-    result = await resumed(tools, db)
+    result = await resumed(tools, store_url)
 
     assert result.status == "succeeded", result.why
     assert ledger.keys("invoice") == ["RUN:pay:fallback"]
@@ -197,35 +199,41 @@ async def test_a_resume_after_the_fallback_was_committed_does_not_call_it_again(
     assert ledger.keys("receipt") == ["RUN:mail", "RUN:mail"]
     assert result.steps["pay"].degraded
     assert result.steps["mail"].output == {"ref": "receipt-2"}
+    with open_store(store_url) as store:
+        pay = store.get_steps("RUN")["pay"]
+    assert (pay.status, pay.degraded, pay.output) == (S.SUCCEEDED, True, {"ref": "invoice-1"})
 
 
-async def test_a_fallback_cut_off_mid_call_is_called_again_with_its_key(tmp_path: Path) -> None:
+async def test_a_fallback_cut_off_mid_call_is_called_again_with_its_key(store_url: str) -> None:
     """Killed during the invoice's call (after its effect): the step reruns on resume, and its
     keyed fallback is called again with the same key, which the tool deduplicates on."""
     ledger = Ledger(kill={"invoice": "RUN"})
     tools = make_tools(ledger)
-    db = tmp_path / "runs.db"
-    await killed(ledger, tools, db)
+    await killed(ledger, tools, store_url)
 
-    result = await resumed(tools, db)
+    result = await resumed(tools, store_url)
 
     assert result.status == "succeeded", result.why
     assert ledger.keys("invoice") == ["RUN:pay:fallback", "RUN:pay:fallback"]
     assert [k for k in ledger.effects if k.startswith("RUN:pay")] == ["RUN:pay:fallback"]
     assert result.steps["pay"].output == {"ref": "invoice-1"}
+    with open_store(store_url) as store:
+        intents = sorted(i.step_key for i in store.intents("RUN"))
+    assert intents == ["mail", "pay", "pay:fallback"]
 
 
-async def test_an_unsafe_fallback_cut_off_mid_call_is_in_doubt(tmp_path: Path) -> None:
+async def test_an_unsafe_fallback_cut_off_mid_call_is_in_doubt(store_url: str) -> None:
     """The same with an ``unsafe`` invoice tool: the resume does not call it, the step is in
     doubt (for ``planrail resolve``), as any unsafe call cut off."""
     ledger = Ledger(kill={"invoice": "RUN"})
     tools = make_tools(ledger, invoice_effects="unsafe")
-    db = tmp_path / "runs.db"
-    await killed(ledger, tools, db)
+    await killed(ledger, tools, store_url)
 
-    result = await resumed(tools, db)
+    result = await resumed(tools, store_url)
 
     assert result.status == "failed"
     assert result.steps["pay"].status == S.IN_DOUBT
     assert ledger.keys("invoice") == ["RUN:pay:fallback"]
     assert ledger.keys("card") == ["RUN:pay"]
+    with open_store(store_url) as store:
+        assert store.get_steps("RUN")["pay"].status == S.IN_DOUBT

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -19,7 +18,7 @@ from planrail.engine.approval import defer
 from planrail.engine.checkpoint import load_result
 from planrail.engine.gate import RunReplannedError
 from planrail.plan.tools import Tool
-from planrail.store import SQLiteStore
+from planrail.store import Store, open_store
 from planrail.testing import FakeClock, ScriptedLLM
 from planrail.types import StepStatus
 
@@ -46,7 +45,7 @@ class Ledger:
     """How many calls of ``notify`` fail (for good: no retry) before one succeeds."""
     kill_in: str | None = None
     """A run id: ``notify`` called in that run makes the store die and never returns (its
-    runner is killed mid-call), after noting the run's records as they are in the file."""
+    runner is killed mid-call), after noting the run's records as the database holds them."""
     store: DyingStore | None = None
     seen_by_notify: list[dict[str, str]] = dataclasses.field(default_factory=list)
     died: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
@@ -58,11 +57,8 @@ class Ledger:
         if self.store is None or run_id != self.kill_in:
             return
         self.kill_in = None
-        reader = SQLiteStore(self.store.path)
-        try:
+        with open_store(self.store.url) as reader:
             records = reader.get_steps(run_id)
-        finally:
-            reader.close()
         self.seen_by_notify.append({sid: str(r.status) for sid, r in records.items()})
         self.store.die()
         self.died.set()
@@ -104,32 +100,41 @@ REPLAN = {
 }
 
 
-def agent(ledger: Ledger, store: SQLiteStore, tools: list[Tool], clock: FakeClock) -> Agent:
+def agent(ledger: Ledger, store: Store, tools: list[Tool], clock: FakeClock) -> Agent:
     llm = ScriptedLLM([FIRST, REPLAN])
     return Agent(
         llm, tools, approval=approve_all, max_replans=1, store=store, run_id="RUN", clock=clock
     )
 
 
-def resume_r1(tools: list[Tool], db: Path) -> Awaitable[planrail.RunResult]:
-    return resume_later("RUN-r1", tools, db)
+def resume_r1(tools: list[Tool], url: str) -> Awaitable[planrail.RunResult]:
+    return resume_later("RUN-r1", tools, url)
 
 
 async def test_a_failed_replan_resumed_does_not_call_its_reused_step_again(
-    tmp_path: Path,
+    store_url: str,
 ) -> None:
-    """``b`` fails, the replan reuses ``a`` and its ``c`` fails too; resuming ``RUN-r1`` runs
-    ``c`` only: ``charge`` was called once, under the first run's key."""
+    """``b`` fails, the replan reuses ``a`` and its ``c`` fails too. ``RUN-r1``'s record holds
+    ``a`` succeeded (restored as it opened), and ``RUN`` names ``RUN-r1`` as its replacement;
+    resuming ``RUN-r1`` runs ``c`` only: ``charge`` was called once, under the first run's
+    key."""
     ledger = Ledger(notify_fails=2)
     tools = make_tools(ledger)
-    db = tmp_path / "runs.db"
-    store = SQLiteStore(db)
+    store = open_store(store_url)
     result = await agent(ledger, store, tools, FakeClock(wall=WALL)).run(GOAL)
     assert result.status == "failed", result.reason
     assert [r.run_id for r in result.runs] == ["RUN", "RUN-r1"]
     store.close()
+    with open_store(store_url) as reader:
+        carried = reader.get_steps("RUN-r1")["a"]
+        replaced = reader.get_run("RUN")
+        restored = [e.step_id for e in reader.events("RUN-r1") if e.type == "step_restored"]
+    assert (carried.status, carried.output) == (S.SUCCEEDED, {"charge_id": "ch_1"})
+    assert replaced is not None
+    assert replaced.metadata.get("replanned_as") == "RUN-r1"
+    assert restored == ["a"]
 
-    resumed = await resume_r1(tools, db)
+    resumed = await resume_r1(tools, store_url)
 
     assert resumed.status == "succeeded", resumed.why
     assert ledger.calls == [
@@ -140,45 +145,38 @@ async def test_a_failed_replan_resumed_does_not_call_its_reused_step_again(
     ]
     assert ledger.count("charge") == 1
     assert resumed.steps["a"].output == {"charge_id": "ch_1"}
-    reader = SQLiteStore(db)
-    try:
-        recorded = reader.get_steps("RUN-r1")["a"]
-    finally:
-        reader.close()
-    assert (recorded.status, recorded.output) == (S.SUCCEEDED, {"charge_id": "ch_1"})
+    with open_store(store_url) as reader:
+        recorded = reader.get_steps("RUN-r1")
+    assert (recorded["a"].status, recorded["a"].output) == (S.SUCCEEDED, {"charge_id": "ch_1"})
+    assert {sid: r.status for sid, r in recorded.items()} == {"a": S.SUCCEEDED, "c": S.SUCCEEDED}
 
 
-async def test_a_replan_killed_mid_call_keeps_its_reused_step(tmp_path: Path) -> None:
+async def test_a_replan_killed_mid_call_keeps_its_reused_step(store_url: str) -> None:
     """The runner of ``RUN-r1`` dies while ``c`` (which depends on the reused ``a``) is being
     called: ``a``'s record was committed before that call, so the resume calls ``c`` again and
     never ``charge``."""
     ledger = Ledger(notify_fails=1, kill_in="RUN-r1")
     tools = make_tools(ledger)
-    db = tmp_path / "runs.db"
-    dying = ledger.store = DyingStore(db)
+    dying = ledger.store = DyingStore(store_url)
     await run_until(ledger.died, agent(ledger, dying, tools, FakeClock(wall=WALL)).run(GOAL))
     dying.close()
 
-    resumed = await resume_r1(tools, db)
+    resumed = await resume_r1(tools, store_url)
 
     assert resumed.status == "succeeded", resumed.why
     assert ledger.count("charge") == 1
     assert ledger.calls[-2:] == [("notify", "RUN-r1:c"), ("notify", "RUN-r1:c")]
     assert ledger.seen_by_notify == [{"a": "succeeded", "c": "running"}]
-    reader = SQLiteStore(db)
-    try:
+    with open_store(store_url) as reader:
         assert load_result(reader, "RUN-r1").status == "succeeded"
-    finally:
-        reader.close()
 
 
-async def test_prepare_restored_steps_are_committed(tmp_path: Path) -> None:
+async def test_prepare_restored_steps_are_committed(store_url: str) -> None:
     """The public door: ``planrail.prepare(..., restored=...)`` with a store records the
     restored step in the run, so that ``planrail.resume`` does not call it."""
     ledger = Ledger(notify_fails=1)
     tools = make_tools(ledger)
-    db = tmp_path / "runs.db"
-    store = SQLiteStore(db)
+    store = open_store(store_url)
     first = await planrail.arun(FIRST, tools, store=store, run_id="RUN", approve=True)
     assert first.status == "failed"
     plan = {"goal": GOAL, "steps": [FIRST["steps"][0], REPLAN["steps"][0]]}
@@ -197,7 +195,7 @@ async def test_prepare_restored_steps_are_committed(tmp_path: Path) -> None:
     assert [e.step_id for e in store.events("RUN-r1") if e.type == "step_restored"] == ["a"]
     store.close()
 
-    resumed = await resume_r1(tools, db)
+    resumed = await resume_r1(tools, store_url)
 
     assert resumed.status == "succeeded", resumed.why
     assert ledger.count("charge") == 1
@@ -209,13 +207,12 @@ async def test_prepare_restored_steps_are_committed(tmp_path: Path) -> None:
     ]
 
 
-async def test_a_replan_left_waiting_for_approval_keeps_its_reused_step(tmp_path: Path) -> None:
+async def test_a_replan_left_waiting_for_approval_keeps_its_reused_step(store_url: str) -> None:
     """A replanned run stored ``awaiting_approval`` (its approver deferred) holds its reused
     step already: approved by an operator and resumed, it calls only the new step."""
     ledger = Ledger(notify_fails=1)
     tools = make_tools(ledger)
-    db = tmp_path / "runs.db"
-    store = SQLiteStore(db)
+    store = open_store(store_url)
     first = await planrail.arun(FIRST, tools, store=store, run_id="RUN", approve=True)
     plan = {"goal": GOAL, "steps": [FIRST["steps"][0], REPLAN["steps"][0]]}
     waiting = await planrail.prepare(
@@ -231,45 +228,49 @@ async def test_a_replan_left_waiting_for_approval_keeps_its_reused_step(tmp_path
     operations.approve(store, "RUN-r1", clock=FakeClock(wall=WALL + 50))
     store.close()
 
-    resumed = await resume_r1(tools, db)
+    resumed = await resume_r1(tools, store_url)
 
     assert resumed.status == "succeeded", resumed.why
     assert ledger.calls == [("charge", "RUN:a"), ("notify", "RUN:b"), ("notify", "RUN-r1:c")]
 
 
-async def test_the_version_a_replan_replaced_is_not_resumed(tmp_path: Path) -> None:
+async def test_the_version_a_replan_replaced_is_not_resumed(store_url: str) -> None:
     """``RUN`` failed and was replanned as ``RUN-r1``, which finished the work: resuming
-    ``RUN`` (any door) is refused, naming ``RUN-r1`` — it used to run ``RUN``'s failed step
-    again, a second effect beside the one the replan made."""
+    ``RUN`` (any door) in a new runner is refused, naming ``RUN-r1`` — it used to run
+    ``RUN``'s failed step again, a second effect beside the one the replan made. ``RUN``'s
+    record stays as it was: failed, replaced by ``RUN-r1``."""
     ledger = Ledger(notify_fails=1)
     tools = make_tools(ledger)
-    db = tmp_path / "runs.db"
-    store = SQLiteStore(db)
-    try:
+    with open_store(store_url) as store:
         result = await agent(ledger, store, tools, FakeClock(wall=WALL)).run(GOAL)
-        assert result.status == "succeeded", result.reason
-        calls = list(ledger.calls)
+    assert result.status == "succeeded", result.reason
+    calls = list(ledger.calls)
+    assert calls == [("charge", "RUN:a"), ("notify", "RUN:b"), ("notify", "RUN-r1:c")]
+    with open_store(store_url) as store:
         with pytest.raises(RunReplannedError, match="resume 'RUN-r1' instead"):
             planrail.resume("RUN", tools, store=store)
-    finally:
-        store.close()
+        record = store.get_run("RUN")
     assert ledger.calls == calls  # nothing called again
+    assert record is not None
+    assert (record.status, record.metadata.get("replanned_as")) == ("failed", "RUN-r1")
 
 
-async def test_an_agent_given_the_replaced_run_id_says_so_before_planning(tmp_path: Path) -> None:
-    """The Agent door asks what every door asks of a stored run: ``Agent(run_id="RUN")``
-    after ``RUN`` was replanned ends ``error`` naming ``RUN-r1``, no model asked."""
+async def test_an_agent_given_the_replaced_run_id_says_so_before_planning(
+    store_url: str,
+) -> None:
+    """The Agent door asks what every door asks of a stored run: ``Agent(run_id="RUN")`` in a
+    new runner after ``RUN`` was replanned ends ``error`` naming ``RUN-r1``, no model asked."""
     ledger = Ledger(notify_fails=1)
     tools = make_tools(ledger)
-    store = SQLiteStore(tmp_path / "runs.db")
-    try:
+    with open_store(store_url) as store:
         first = await agent(ledger, store, tools, FakeClock(wall=WALL)).run(GOAL)
-        assert first.status == "succeeded", first.reason
-        llm = ScriptedLLM([])
+    assert first.status == "succeeded", first.reason
+    calls = list(ledger.calls)
+    llm = ScriptedLLM([])
+    with open_store(store_url) as store:
         again = await Agent(llm, tools, approval=approve_all, store=store, run_id="RUN").run(GOAL)
-    finally:
-        store.close()
     assert again.status == "error"
     assert again.reason is not None
     assert "resume 'RUN-r1' instead" in again.reason
     assert llm.requests == []
+    assert ledger.calls == calls  # nothing called again

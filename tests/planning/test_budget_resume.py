@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -21,23 +22,34 @@ from .plans import GOAL, good_plan
 from .test_cli_plan import _calls, _tools
 
 
-async def _spent_run(kit: Kit, db: Path, budget: Budget, *answers: Scripted) -> str:
-    """An Agent run under ``budget`` that ends ``budget_exceeded``; its run id."""
-    store = open_store(f"sqlite:///{db}")
+async def _first_run(
+    kit: Kit, url: str, budget: Budget, *answers: Scripted | dict[str, Any], ends: str
+) -> str:
+    """An Agent run under ``budget`` on the store ``url`` that ends ``ends``; its run id."""
+    store = open_store(url)
     try:
         llm = ScriptedLLM(answers)
         agent = Agent(llm, kit.tools, approval=approve_all, budget=budget, store=store)
         result = await agent.run(GOAL)
     finally:
         store.close()
-    assert result.status == "budget_exceeded", result.reason
+    assert result.status == ends, result.reason
     assert result.run is not None
     return result.run.run_id
 
 
-async def _resumed(kit: Kit, db: Path, run_id: str) -> tuple[planrail.RunResult, ScriptedLLM]:
-    fresh = ScriptedLLM([Scripted("A summary.", input_tokens=1, output_tokens=1)])
-    store = open_store(f"sqlite:///{db}")
+async def _spent_run(kit: Kit, url: str, budget: Budget, *answers: Scripted) -> str:
+    """An Agent run under ``budget`` that ends ``budget_exceeded``; its run id."""
+    return await _first_run(kit, url, budget, *answers, ends="budget_exceeded")
+
+
+async def _resumed(
+    kit: Kit, url: str, run_id: str, *answers: Scripted
+) -> tuple[planrail.RunResult, ScriptedLLM]:
+    """``run_id`` resumed in a new runner (a new store object over ``url``) with a new model
+    scripted with ``answers`` (one summary if none)."""
+    fresh = ScriptedLLM(answers or [Scripted("A summary.", input_tokens=1, output_tokens=1)])
+    store = open_store(url)
     try:
         result = await planrail.resume(run_id, kit.tools, store=store, llm=fresh).run()
     finally:
@@ -45,17 +57,29 @@ async def _resumed(kit: Kit, db: Path, run_id: str) -> tuple[planrail.RunResult,
     return result, fresh
 
 
+def _budget_kept(url: str, run_id: str, step_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The budget stored with the run (its limits and what was spent when it opened), and the
+    usage stored with the step ``step_id``."""
+    with open_store(url) as store:
+        run = store.get_run(run_id)
+        step = store.get_steps(run_id)[step_id]
+    assert run is not None
+    return run.metadata["policies"]["budget"], step.metadata.get("usage") or {}
+
+
 async def test_a_resume_does_not_ask_the_model_once_the_token_budget_is_spent(
-    kit: Kit, tmp_path: Path
+    kit: Kit, store_url: str
 ) -> None:
     """The step that overspent kept its usage: resumed, the run still has nothing to spend,
     so the model is not asked again and nothing downstream runs."""
-    db = tmp_path / "runs.db"
     plan = Scripted(json.dumps(good_plan()), input_tokens=100, output_tokens=10)
     summary = Scripted("A summary.", input_tokens=5_000, output_tokens=10)
-    run_id = await _spent_run(kit, db, Budget(max_input_tokens=1_000), plan, summary)
+    run_id = await _spent_run(kit, store_url, Budget(max_input_tokens=1_000), plan, summary)
+    kept, usage = _budget_kept(store_url, run_id, "summary")
+    assert (kept["limits"]["max_input_tokens"], kept["spent"]["input_tokens"]) == (1_000, 100)
+    assert usage.get("input_tokens") == 5_000
 
-    result, fresh = await _resumed(kit, db, run_id)
+    result, fresh = await _resumed(kit, store_url, run_id)
 
     assert fresh.requests == []  # the model was not asked
     assert result.status == "failed"
@@ -66,14 +90,13 @@ async def test_a_resume_does_not_ask_the_model_once_the_token_budget_is_spent(
     assert "send_email" not in kit.names()
 
 
-async def test_a_resume_counts_the_planning_calls_of_its_run(kit: Kit, tmp_path: Path) -> None:
+async def test_a_resume_counts_the_planning_calls_of_its_run(kit: Kit, store_url: str) -> None:
     """Planning spent the one call the budget allowed; the llm_call step was refused. A resume
     is refused the call too (a new budget would have allowed it)."""
-    db = tmp_path / "runs.db"
     plan = Scripted(json.dumps(good_plan()), input_tokens=100, output_tokens=10)
-    run_id = await _spent_run(kit, db, Budget(max_llm_calls=1), plan)
+    run_id = await _spent_run(kit, store_url, Budget(max_llm_calls=1), plan)
 
-    result, fresh = await _resumed(kit, db, run_id)
+    result, fresh = await _resumed(kit, store_url, run_id)
 
     assert fresh.requests == []
     assert result.status == "failed"
@@ -83,12 +106,58 @@ async def test_a_resume_counts_the_planning_calls_of_its_run(kit: Kit, tmp_path:
     assert "send_email" not in kit.names()
 
 
+async def test_a_resume_spends_what_the_run_has_left_of_its_calls(kit: Kit, store_url: str) -> None:
+    """A budget of 3 LLM calls: planning spends one, ``summary`` a second, then the mail fails
+    and the run stops. Resumed with a new model, ``second`` gets the one call left and
+    ``third`` is refused before it is asked (a new budget would have allowed both)."""
+    plan = good_plan()
+    plan["steps"] += [
+        {
+            "id": "second",
+            "action": "llm_call",
+            "prompt": "Say more of ${mail.message_id}",
+            "depends_on": ["mail"],
+        },
+        {
+            "id": "third",
+            "action": "llm_call",
+            "prompt": "And more: ${second}",
+            "depends_on": ["second"],
+        },
+    ]
+    kit.fail_email = 1
+    summary = Scripted("A summary.", input_tokens=1, output_tokens=1)
+    run_id = await _first_run(kit, store_url, Budget(max_llm_calls=3), plan, summary, ends="failed")
+    assert kit.names().count("send_email") == 1
+    kept, usage = _budget_kept(store_url, run_id, "summary")
+    assert (kept["limits"]["max_llm_calls"], kept["spent"]["calls"], usage.get("calls")) == (
+        3,
+        1,
+        1,
+    )
+
+    more = [Scripted(text, input_tokens=1, output_tokens=1) for text in ("More.", "Even more.")]
+    result, fresh = await _resumed(kit, store_url, run_id, *more)
+
+    assert len(fresh.requests) == 1, "one call was left"
+    assert kit.names().count("send_email") == 2
+    assert result.status == "failed"
+    assert result.steps["second"].status == "succeeded"
+    assert (result.steps["third"].error or {}).get("type") == "BudgetExceededError"
+    with open_store(store_url) as store:
+        stored = store.get_steps(run_id)
+    assert stored["second"].status == "succeeded"
+    assert (stored["third"].error or {}).get("type") == "BudgetExceededError"
+
+
 def test_planrail_resume_keeps_the_budget_of_planrail_plan(
     tmp_path: Path, server: LLMTestServer
 ) -> None:
     """``planrail plan --max-llm-calls 1`` spends its call on the plan; ``planrail resume
     --model`` of that run asks the model nothing (exit 1, the budget named)."""
     module, log = _tools(tmp_path)
+    # SQLite only: a command leaves its store to the end of its process, and here (in this
+    # process) a PostgreSQL connection would be left open. The API tests above take both.
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     server.add(Reply.json(good_plan()))
     base = ["--tools", str(module), "--store", db]
@@ -110,15 +179,14 @@ def test_planrail_resume_keeps_the_budget_of_planrail_plan(
 
 
 async def test_running_the_plan_again_under_its_run_id_keeps_the_budget(
-    kit: Kit, tmp_path: Path
+    kit: Kit, store_url: str
 ) -> None:
     """``prepare(plan, run_id=..., store=..., llm=...)`` — what ``planrail run PLAN --run-id``
     does — continues the stored run, and its budget with it."""
-    db = tmp_path / "runs.db"
     plan = Scripted(json.dumps(good_plan()), input_tokens=100, output_tokens=10)
-    run_id = await _spent_run(kit, db, Budget(max_llm_calls=1), plan)
+    run_id = await _spent_run(kit, store_url, Budget(max_llm_calls=1), plan)
     fresh = ScriptedLLM([Scripted("A summary.", input_tokens=1, output_tokens=1)])
-    store = open_store(f"sqlite:///{db}")
+    store = open_store(store_url)
     try:
         record = store.get_run(run_id)
         assert record is not None

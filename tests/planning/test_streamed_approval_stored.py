@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,11 +39,11 @@ def _streamed(kit: Kit, *more: Any) -> ScriptedLLM:
 
 @pytest.mark.parametrize("answer", [None, False], ids=["deferred", "refused"])
 async def test_a_streamed_plan_stopped_at_its_approval_is_stored_waiting(
-    kit: Kit, tmp_path: Path, answer: bool | None
+    kit: Kit, store_url: str, answer: bool | None
 ) -> None:
     """Deferred or refused, the run is stored waiting with the whole plan; an operator's
     approval lets a resume run the rest, without calling the early read-only step again."""
-    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    store = open_store(store_url)
     try:
         agent = Agent(
             _streamed(kit),
@@ -100,13 +99,13 @@ async def test_a_streamed_deferral_without_a_store_is_refused_as_a_sealed_one_is
 
 
 async def test_a_resume_counts_the_tool_calls_a_stream_made_before_its_seal(
-    kit: Kit, tmp_path: Path
+    kit: Kit, store_url: str
 ) -> None:
     """Three calls are allowed: ``find`` (early), ``acct`` and ``mail`` (which fails). The
     resume would make a fourth: refused, as the stored ``policy_decision`` events say three
     were admitted. The early one used to be missing from the store (and mail sent again)."""
     kit.fail_email = 1
-    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    store = open_store(store_url)
     try:
         agent = Agent(
             _streamed(kit, Scripted("A summary.")),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 
@@ -23,13 +22,14 @@ from .plans import GOAL, good_plan
 
 @pytest.mark.parametrize("held", [True, False], ids=["sealed-after-opening", "sealed-first"])
 async def test_a_failed_streamed_run_resumes_its_whole_plan(
-    kit: Kit, tmp_path: Path, held: bool
+    kit: Kit, store_url: str, held: bool
 ) -> None:
     """The plan streams in two chunks: the first ends with the read-only ``find`` step. Held,
     the second waits until ``find``'s tool is called, so the run has opened (and recorded
     itself) before the plan is whole. Not held, the plan is whole before the run has opened
     its checkpoint (which the seal used to open as well: a second runner of the same run,
-    refused with ``RunBusyError``)."""
+    refused with ``RunBusyError``). The record holds the whole sealed plan and its approval;
+    a new runner's resume runs what is left."""
     kit.fail_email = 1  # the mail step fails for good (no retry) the first time
     text = json.dumps(good_plan())
     cut = text.index("}}, ") + 3  # just past the find step
@@ -39,36 +39,38 @@ async def test_a_failed_streamed_run_resumes_its_whole_plan(
         if held and index == 1:  # the rest of the plan once the run has started find
             assert await asyncio.to_thread(kit.searched.wait, 10)
 
-    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
-    try:
+    with open_store(store_url) as store:
         llm = ScriptedLLM([plan, Scripted("A summary.")], on_chunk=hold)
         agent = Agent(llm, kit.tools, approval=approve_all, store=store, stream=True)
         first = await agent.run(GOAL)
-        assert first.status == "failed"
-        assert first.run is not None
-        run_id = first.run.run_id
+    assert first.status == "failed"
+    assert first.run is not None
+    run_id = first.run.run_id
+    with open_store(store_url) as store:
         record = store.get_run(run_id)
         assert record is not None
         assert [s["id"] for s in record.plan["steps"]] == ["find", "summary", "acct", "mail"]
         assert record.approval is not None
+        assert record.status == "failed"
 
         again = await planrail.resume(run_id, kit.tools, store=store).run()
-    finally:
-        store.close()
+        stored = {sid: r.status for sid, r in store.get_steps(run_id).items()}
     assert again.status == "succeeded", again.why
     assert set(again.steps) == {"find", "summary", "acct", "mail"}
     assert kit.names().count("send_email") == 2  # failed once, then sent on resume
     assert kit.names().count("search") == 1  # the finished steps were not run again
     assert kit.names().count("create_account") == 1
+    assert stored == dict.fromkeys(("acct", "find", "mail", "summary"), "succeeded")
 
 
 async def test_a_repaired_stream_with_a_store_runs_its_final_plan_once(
-    kit: Kit, tmp_path: Path
+    kit: Kit, store_url: str
 ) -> None:
     """The first answer dispatches ``find`` early but names an unknown tool; the repair also
     changes ``find``'s arguments. The open execution is cancelled and the final plan runs under
     the same run id: it used to meet the record of the open plan (no step) and fail with
-    ``PlanMismatchError`` raised out of ``Agent.run``, nothing of the final plan run."""
+    ``PlanMismatchError`` raised out of ``Agent.run``, nothing of the final plan run. A new
+    runner finds the final plan recorded, and resumed, calls nothing again."""
     bad = good_plan()
     bad["steps"][2]["tool"] = "create_acount"  # unknown: repaired
     text = json.dumps(bad)
@@ -80,18 +82,16 @@ async def test_a_repaired_stream_with_a_store_runs_its_final_plan_once(
         if index == 1:  # the rest of the first answer once find has been called
             assert await asyncio.to_thread(kit.searched.wait, 10)
 
-    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
-    try:
+    with open_store(store_url) as store:
         llm = ScriptedLLM(
             [Scripted(text, chunks=[text[:cut], text[cut:]]), json.dumps(good), "A summary."],
             on_chunk=hold,
         )
         agent = Agent(llm, kit.tools, approval=approve_all, store=store, stream=True, run_id="R")
         result = await agent.run(GOAL)
+    with open_store(store_url) as store:
         record = store.get_run("R")
         again = await planrail.resume("R", kit.tools, store=store).run()
-    finally:
-        store.close()
     assert result.status == "succeeded", result.reason
     assert record is not None
     assert [s["id"] for s in record.plan["steps"]] == ["find", "summary", "acct", "mail"]

@@ -4,7 +4,6 @@ calls its earlier runners were admitted (their stored ``policy_decision`` events
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,37 +57,40 @@ def _fresh_ledger() -> None:
 
 
 @pytest.mark.parametrize("tool", ["stage", "charge"])
-async def test_the_limit_holds_over_resumes(tmp_path: Path, tool: str) -> None:
+async def test_the_limit_holds_over_resumes(store_url: str, tool: str) -> None:
     """A limit of 2 on a five-step chain whose every step stops the run once: over a first
-    runner and four resumes (each a new guard), the tools are called twice in all, and every
-    resume past the limit ends with the limit's error and calls nothing. (Each runner started
-    from zero: two calls per runner, nine in all.)"""
+    runner and four resumes (each a new guard, on a new store object over the same
+    database), the tools are called twice in all, and every resume past the limit ends with
+    the limit's error and calls nothing. (Each runner started from zero: two calls per
+    runner, nine in all.)"""
     security = planrail.SecurityPolicy(max_tool_calls=LIMIT)
-    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+    with open_store(store_url) as store:
         first = await planrail.arun(
             chain(tool), [stage, charge], store=store, run_id="r", security=security, approve=True
         )
-        assert first.status == "failed"
-        assert CALLS == [0]
-        results = []
-        for _ in range(4):
+    assert first.status == "failed"
+    assert CALLS == [0]
+    results = []
+    for _ in range(4):
+        with open_store(store_url) as store:
             resumed = planrail.resume("r", [stage, charge], store=store, approve=True)
             results.append(await resumed.run())
-        assert CALLS == [0, 0], "the tools' own ledger: two calls over five runners"
-        last = results[-1]
-        assert last.status == "failed"
-        assert last.error is not None
-        assert "the run reached its limit of 2 tool calls (SecurityPolicy.max_tool_calls)" in (
-            last.error
-        )
+    assert CALLS == [0, 0], "the tools' own ledger: two calls over five runners"
+    last = results[-1]
+    assert last.status == "failed"
+    assert last.error is not None
+    assert "the run reached its limit of 2 tool calls (SecurityPolicy.max_tool_calls)" in (
+        last.error
+    )
+    with open_store(store_url) as store:
         stored = store.get_steps("r")
-        assert stored["s0"].status == "succeeded"
-        assert (stored["s1"].error or {})["type"] == "ToolCallLimitError"
         run = store.get_run("r")
-        assert run is not None
-        assert run.error is not None
-        assert "max_tool_calls" in run.error["message"]
         decisions = [e.data for e in store.events("r") if e.type == "policy_decision"]
+    assert stored["s0"].status == "succeeded"
+    assert (stored["s1"].error or {})["type"] == "ToolCallLimitError"
+    assert run is not None
+    assert run.error is not None
+    assert "max_tool_calls" in run.error["message"]
     assert sum(admitted(d) for d in decisions) == LIMIT
     assert all(r.steps["s1"].status == "failed" for r in results[1:])
 
