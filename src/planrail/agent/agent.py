@@ -90,7 +90,8 @@ class Agent:
     the world); without a callback such a plan is refused. ``max_replans`` (default 0) bounds
     how often a failed run is replanned; ``max_steps`` (default 10) is the most steps one plan
     (or replan) may have, in the schema the model is sent and in its answer. ``stream`` lets
-    read-only steps start while the plan is still streaming, when the model streams.
+    read-only steps start while the plan is still streaming, when the model streams (for a new
+    run: one the store holds under ``run_id`` is planned whole first).
 
     Every plan runs through the one run path (:func:`planrail.runs.prepare`): with ``store``
     each plan version is a stored, resumable run (the first as ``run_id``, replan N as
@@ -265,7 +266,10 @@ class Agent:
                     log.exception("observer %r failed on planner event %s", observer, kind)
 
     async def _first(self, ctx: RunContext) -> None:
-        if self.stream and ctx.llm.supports_streaming:
+        # A run stored under the given id resumes if the plan is its own: that is known only
+        # once the plan is whole, so nothing starts early (streaming is for new runs).
+        stored = self.store is not None and self.store.get_run(ctx.run_id) is not None
+        if self.stream and ctx.llm.supports_streaming and not stored:
             from planrail.agent.streaming import run_streamed
 
             await run_streamed(self, ctx)

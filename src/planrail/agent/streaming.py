@@ -20,8 +20,10 @@ execution is cancelled and the final plan runs, reusing the outputs of unchanged
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from planrail.engine.result import StepResult
 from planrail.plan.effects import step_effect
 from planrail.plan.loader import normalize
 from planrail.plan.model import Plan, Step
@@ -77,11 +79,7 @@ async def run_streamed(agent: Agent, ctx: RunContext) -> None:
         await runner
         return
     await cancel(runner)
-    reuse = {
-        sid: r
-        for sid, r in execution.results.items()
-        if r.status == StepStatus.SUCCEEDED and plan.by_id.get(sid) == added.get(sid)
-    }
+    reuse = _reusable(plan, added, execution.results)
     ctx.trace.note("stream_replaced", reused=list(reuse))
     if ctx.meter.exceeded is None:
         await agent.execute(ctx, plan, reuse, reason="plan")
@@ -106,3 +104,22 @@ def _startable(agent: Agent, goal: str, raw: dict[str, Any], added: dict[str, St
     if list(agent.approval_policy(Plan(goal=goal, steps=(step,)), agent.registry)):
         return None
     return step
+
+
+def _reusable(
+    plan: Plan, added: dict[str, Step], results: Mapping[str, StepResult]
+) -> dict[str, StepResult]:
+    """The early steps the final plan keeps as they are: succeeded, unchanged, and so is every
+    step they depend on (one whose input a repair rewrote runs again). ``added`` is in
+    dependency order: a step was added only after the steps it depends on."""
+    kept: dict[str, StepResult] = {}
+    for sid, step in added.items():
+        res = results.get(sid)
+        if (
+            res is not None
+            and res.status == StepStatus.SUCCEEDED
+            and plan.by_id.get(sid) == step
+            and all(dep in kept for dep in step.depends_on or ())
+        ):
+            kept[sid] = res
+    return kept

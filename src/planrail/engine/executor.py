@@ -392,12 +392,9 @@ class Execution:
             self._stage_goals.update(stage_goals(plan))
             self._stages = self._stages or StageGate.for_plan(plan, self.scheduler.state)
         self.scheduler.close()
-        held, self._held = self._held, []
-        for sid in held:
-            self._launch(sid)
         if self._wakeup is not None:
             self._wakeup.set()
-        if self.status == "running":
+        if self.status == "running":  # the held steps first, as any ready step starts
             self._dispatch()
 
     def _python_tools(self) -> list[Tool]:
@@ -443,20 +440,61 @@ class Execution:
             self.approval = gate.bind_schemas(self.approval, self.plan, self.registry)
         # The runner first: a tool it refuses stops the run before anything is recorded.
         await self.tool_runner.prepare(self._python_tools())
-        # An open plan is recorded once it is whole and approved (gate.approve_and_seal), with
-        # the read-only steps it ran by then: a record of the plan as it began (no step) would
-        # "resume" as an empty plan that succeeds at once, and a repaired plan would not match.
-        self._started = True
-        if self.store is not None and self._sealed and self._ckpt is None:
-            await self._open_checkpoint()
-        for override in self._overrides:
-            self._emit(E.POLICY_OVERRIDDEN, data=override)
-        if not await gate.gate(self, needed):
-            while self._events:
-                yield self._events.popleft()
-            return
+        try:
+            # An open plan is recorded once it is whole and approved (gate.approve_and_seal),
+            # with the read-only steps it ran by then: a record of the plan as it began (no
+            # step) would "resume" as an empty plan that succeeds at once, and a repaired plan
+            # would not match.
+            self._started = True
+            if self.store is not None and self._sealed and self._ckpt is None:
+                await self._open_checkpoint()
+            for override in self._overrides:
+                self._emit(E.POLICY_OVERRIDDEN, data=override)
+            try:
+                approved = await gate.gate(self, needed)
+            except BaseException as exc:  # cancelled (or an approver failed) while asking
+                await self._stopped_by(exc)
+                raise
+            if not approved:
+                while self._events:
+                    yield self._events.popleft()
+                return
+            wakeup = self._start_running()
+            # The plan and what the run keeps outlive it: out of the collector's full passes.
+            with long_lived():
+                try:
+                    self._dispatch()
+                    while True:
+                        while self._events:
+                            yield self._events.popleft()
+                        if self.scheduler.finished and not self._tasks and not self._flush_pending:
+                            break
+                        wakeup.clear()
+                        await wakeup.wait()
+                    self._finish()
+                except BaseException as exc:
+                    await self._stopped_by(exc)
+                    raise
+                finally:
+                    for background in self._background:
+                        background.cancel()
+                    if self._stages is not None:
+                        self._stages.cancel()
+                    if getattr(self.tool_runner, "on_returned", None) == self._dispatch:
+                        self.tool_runner.on_returned = None  # type: ignore[attr-defined]
+        finally:
+            if self.owns_runner:
+                await self.tool_runner.aclose()
+            if self._ckpt is not None:
+                self._ckpt.release()
+        while self._events:
+            yield self._events.popleft()
+
+    def _start_running(self) -> asyncio.Event:
+        """The run is approved: build its step runner and say it started; the event that
+        wakes its loop."""
         self._build_guard()
-        self._wakeup = asyncio.Event()
+        self._wakeup = wakeup = asyncio.Event()
         if self.max_concurrency is not None and hasattr(self.tool_runner, "on_returned"):
             self.tool_runner.on_returned = self._dispatch  # an abandoned call gave its place back
         self._runner = StepRunner(
@@ -470,12 +508,9 @@ class Execution:
             on_attempt=self._on_attempt,
             guard=None if self.calls is None else self.calls.check,
             stage_goals=self._stage_goals,
-            items_done=self._ckpt.items_done if self._ckpt is not None else None,
-            on_item=self._item_done if self._ckpt is not None else None,
-            iterations_done=self._ckpt.iterations_done if self._ckpt is not None else None,
-            on_iteration=self._iteration_done if self._ckpt is not None else None,
             parse=self.compiled.template,
         )
+        self._track_progress()
         self.status = "running"
         if self._ckpt is not None:
             self._start_background()
@@ -487,41 +522,30 @@ class Execution:
         if self.approval is not None:
             self._emit(E.RUN_APPROVED, data={**self.approval, "resumed": self.resumed})
         self._emit(E.RUN_STARTED, data=started)
-        # The plan and what the run keeps outlive it: out of the collector's full passes.
-        with long_lived():
-            try:
-                self._dispatch()
-                while True:
-                    while self._events:
-                        yield self._events.popleft()
-                    if self.scheduler.finished and not self._tasks and not self._flush_pending:
-                        break
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
-                self._finish()
-            except BaseException as exc:
-                if self._ended:  # recorded as stopped already (gate.approve_and_seal)
-                    raise
-                await self._cancel_all(_reason(exc))
-                self.status = "cancelled"
-                if isinstance(exc, PlanrailError):
-                    self.error = exc.message
-                self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
-                self._save_final()
-                raise
-            finally:
-                for background in self._background:
-                    background.cancel()
-                if self._stages is not None:
-                    self._stages.cancel()
-                if getattr(self.tool_runner, "on_returned", None) == self._dispatch:
-                    self.tool_runner.on_returned = None  # type: ignore[attr-defined]
-                if self.owns_runner:
-                    await self.tool_runner.aclose()
-                if self._ckpt is not None:
-                    self._ckpt.release()
-        while self._events:
-            yield self._events.popleft()
+        return wakeup
+
+    def _track_progress(self) -> None:
+        """Once the run has both a checkpoint and a step runner (an open plan's checkpoint
+        opens at its seal, after the runner was built): the runner skips the fan-out items and
+        loop iterations a resume found done, and commits each one that finishes."""
+        ckpt, runner = self._ckpt, self._runner
+        if ckpt is None or runner is None:
+            return
+        runner.items_done, runner.on_item = ckpt.items_done, self._item_done
+        runner.iterations_done, runner.on_iteration = ckpt.iterations_done, self._iteration_done
+
+    async def _stopped_by(self, exc: BaseException) -> None:
+        """The run stops on ``exc`` (a cancellation, an error): what runs is cancelled, and the
+        run ends ``cancelled``, recorded — unless its end is recorded already (a streamed plan
+        stopped at its approval, :func:`gate.approve_and_seal`)."""
+        if self._ended:
+            return
+        await self._cancel_all(_reason(exc))
+        self.status = "cancelled"
+        if isinstance(exc, PlanrailError):
+            self.error = exc.message
+        self._emit(E.RUN_FINISHED, data={"status": self.status, "error": self.error})
+        self._save_final()
 
     def approval_request(
         self, needed: list[str] | None = None, plan_hash: str | None = None
@@ -578,7 +602,7 @@ class Execution:
         give_up = self.clock.monotonic() + self.lease_wait
         pause = 0.05
         while True:
-            self._ckpt = Checkpointer(
+            ckpt = Checkpointer(
                 self.store,
                 self.plan,
                 self.registry,
@@ -592,7 +616,7 @@ class Execution:
                 effects=self.effects,
             )
             try:
-                stored, self._in_doubt = self._ckpt.open()
+                stored, self._in_doubt = ckpt.open()
             except RunBusyError:
                 left = give_up - self.clock.monotonic()
                 if left <= 0:
@@ -600,6 +624,7 @@ class Execution:
                 await self.clock.sleep(min(pause, left))
                 pause = min(pause * 2, 1.0)
                 continue
+            self._ckpt = ckpt  # only one that opened: a run that could not has no record
             self._restored.update(stored)
             self._carried.difference_update(stored)
             self.tool_calls.admitted += self._ckpt.admitted
@@ -673,11 +698,14 @@ class Execution:
     def _dispatch(self) -> None:
         """Start ready steps, highest priority first, within ``max_concurrency``."""
         sched = self.scheduler
-        while sched.has_ready() and not self._aborted:
+        while not self._aborted:
+            released = self._sealed and self._held  # ready before the seal, started now
+            if not released and not sched.has_ready():
+                break
             room = self._room()
             if room is not None and room <= 0:
                 break
-            for sid in sched.take_ready(room):
+            for sid in self._release(room) if released else sched.take_ready(room):
                 if not self._sealed and not self.effects[sid].may_start_early:
                     self._held.append(sid)
                     self._emit(
@@ -693,6 +721,12 @@ class Execution:
                     self._launch(sid)
         if self._stages is not None and not self._aborted:
             self._poll_stages()
+
+    def _release(self, room: int | None) -> list[str]:
+        """Of the steps held until the seal, those that may start now (``room``: how many)."""
+        held = self._held
+        taken, self._held = (held, []) if room is None else (held[:room], held[room:])
+        return taken
 
     def _room(self) -> int | None:
         """How many more steps may start under ``max_concurrency`` (None: no limit). A sync call

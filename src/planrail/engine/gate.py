@@ -86,14 +86,18 @@ async def approve_and_seal(ex: Execution, plan: Plan) -> bool:
         return False
     if ex.approval is None:
         ex.approval = approval_record(plan.hash, "not required", ex.clock.now())
-    ex.seal(plan)
     # The run's record is made now, with the whole plan (and the read-only steps that ran
-    # while it streamed); a run sealed before it started makes it as it starts.
+    # while it streamed), before any step it held starts; a run sealed before it started
+    # makes it as it starts. One that cannot be made (another runner holds the run) raises
+    # here: nothing held has started.
     if ex.store is not None and ex._ckpt is None and ex._started:
+        ex.plan = plan
         await ex._open_checkpoint()
         _mark_ran(ex)
         ex._emit(E.RUN_APPROVED, data={**ex.approval, "resumed": False})
+        ex._track_progress()
         ex._start_background()
+    ex.seal(plan)
     return True
 
 
