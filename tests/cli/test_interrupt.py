@@ -165,3 +165,65 @@ def test_ctrl_c_before_the_run_starts_exits_130(cli: Cli, tmp_path: Path) -> Non
     assert "Traceback" not in said
     assert "Aborted" not in said
     assert cli("show", "r_early2").exit_code == 2, "no run was stored"
+
+
+ISOLATED_WAIT = '''
+import os, threading
+import planrail
+
+
+@planrail.tool(side_effects="keyed", isolation="process")
+def wait_here(step: str) -> str:
+    """Says it started (its pid, on the FIFO), then never returns."""
+    with open(os.environ["ISO_FIFO"], "w") as f:
+        f.write(f"{os.getpid()}\\n")
+    threading.Event().wait()
+    return step
+'''
+
+
+def test_a_terminal_ctrl_c_does_not_interrupt_a_process_isolated_call_itself(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A Ctrl-C at a terminal is sent to the whole foreground process group, the worker
+    process of an ``isolation="process"`` tool included. The worker used to take it as a
+    KeyboardInterrupt in the tool and print the tool's traceback, racing the run's own
+    cancellation; it ignores SIGINT, and the run cancels the call as for any step: exit 130,
+    no traceback, the keyed step ``cancelled`` (a resume calls it again with its key)."""
+    (tmp_path / "iso_wait.py").write_text(ISOLATED_WAIT)
+    plan = tmp_path / "wait.json"
+    plan.write_text(
+        '{"goal": "wait", "steps": [{"id": "w", "tool": "wait_here", "args": {"step": "w"}}]}'
+    )
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    env = dict(os.environ, ISO_FIFO=str(fifo), PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
+    args = [str(PLANRAIL), "run", str(plan), "--tools", str(tmp_path / "iso_wait.py")]
+    with _sigint_not_ignored():
+        proc = subprocess.Popen(
+            [*args, "--yes", "--run-id", "r_iso"],
+            cwd=cli.cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # its own process group, as a terminal's foreground job
+        )
+    watchdog = threading.Timer(60, proc.kill)  # never hang the suite
+    watchdog.start()
+    try:
+        with open(fifo) as started:  # blocks until the tool runs in its worker
+            assert started.readline().strip().isdigit()
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output
+    assert "KeyboardInterrupt" not in output
+    code, shown = cli.json("show", "r_iso", "--json")
+    assert code == 0
+    assert [(s["id"], s["status"]) for s in shown["steps"]] == [("w", "cancelled")]

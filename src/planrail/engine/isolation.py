@@ -48,10 +48,18 @@ def _where(tool: Tool) -> tuple[str, str | None, str]:
 
 
 def _serve(conn: Connection) -> None:  # pragma: no cover - runs in the worker process
-    """The worker's loop: import, call, reply; until the pipe closes."""
+    """The worker's loop: import, call, reply; until the pipe closes.
+
+    A worker ignores SIGINT: a Ctrl-C at the terminal reaches the whole foreground process
+    group, and the runner that owns the worker decides what becomes of its call (it cancels
+    it and ends the worker); a KeyboardInterrupt here would print a traceback of the tool and
+    race that cancellation."""
     import importlib
     import importlib.util
+    import signal
     import traceback
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     while True:
         try:
