@@ -151,16 +151,13 @@ async def test_a_resume_spends_what_the_run_has_left_of_its_calls(kit: Kit, stor
 
 
 def test_planrail_resume_keeps_the_budget_of_planrail_plan(
-    tmp_path: Path, server: LLMTestServer
+    tmp_path: Path, server: LLMTestServer, store_url: str
 ) -> None:
     """``planrail plan --max-llm-calls 1`` spends its call on the plan; ``planrail resume
     --model`` of that run asks the model nothing (exit 1, the budget named)."""
     module, log = _tools(tmp_path)
-    # SQLite only: a command leaves its store to the end of its process, and here (in this
-    # process) a PostgreSQL connection would be left open. The API tests above take both.
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
     server.add(Reply.json(good_plan()))
-    base = ["--tools", str(module), "--store", db]
+    base = ["--tools", str(module), "--store", store_url]
     llm = ["--model", "openai:test-model", "--base-url", server.url]
     first = CliRunner().invoke(
         app, ["plan", GOAL, *base, *llm, "--yes", "--max-llm-calls", "1", "--run-id", "r1"]

@@ -6,9 +6,12 @@ approver and the run driver. Command modules import this one (never each other),
 from __future__ import annotations
 
 import asyncio
+import atexit
 import dataclasses
 import enum
+import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -235,16 +238,39 @@ def open_llm_or_exit(model: str | None, base_url: str | None, console: Console) 
         raise fail(console, exc.message, ExitCode.USAGE) from None
 
 
+def when_the_command_ends(close: Callable[[], object]) -> None:
+    """Run ``close`` when the command's context closes: once the command has ended, however it
+    ended (returned, ``typer.Exit`` of any code, a usage error, ``KeyboardInterrupt``), also
+    when the app runs in-process (``CliRunner``, an embedding program). Outside a command: at
+    exit. What is registered last is closed first."""
+    ctx = None
+    for module in ("typer._click.globals", "click"):  # recent Typer carries its own Click
+        try:
+            ctx = importlib.import_module(module).get_current_context(silent=True)
+            break
+        except ImportError:  # pragma: no cover - depends on the Typer version
+            continue
+    if ctx is not None:
+        ctx.call_on_close(close)
+    else:
+        atexit.register(close)
+
+
 def open_store_or_exit(url: str | None, console: Console, *, create: bool = True) -> Store:
     """The store named by ``--store``/``PLANRAIL_STORE`` (default SQLite), or exit 2 saying why.
+    The command owns it: it is closed when the command ends (:func:`when_the_command_ends`),
+    so no connection outlives the command; a command that serves (``ui``, ``mcp serve``) ends
+    when its server stops.
 
     ``create=False`` for the commands that only read or change runs already made (``runs``,
     ``show``, ``resume``, ``resolve``, ``approve``…): a SQLite file that does not exist is said
     (exit 2), not created empty — a mistyped path would otherwise list no runs."""
     try:
-        return open_store(url, create=create)
+        store = open_store(url, create=create)
     except PlanrailError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
+    when_the_command_ends(store.close)
+    return store
 
 
 def report_invalid(console: Console, report: ValidationReport, source: str, json_out: bool) -> None:

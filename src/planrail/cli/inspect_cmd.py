@@ -25,6 +25,7 @@ from planrail.cli.common import (
     open_store_or_exit,
     out,
     registry_from,
+    when_the_command_ends,
 )
 from planrail.cli.jsonout import json_text
 from planrail.cli.render import STATUS_STYLE, print_issues
@@ -368,7 +369,9 @@ def _graph_of(target: str, store: str | None, console: Console) -> DepGraph:
             raise typer.Exit(ExitCode.INVALID_PLAN)
         return DepGraph.of(report.plan)
     try:
-        stored = RunView.from_store(open_store(store, create=False), target)
+        opened = open_store(store, create=False)  # its own messages: not open_store_or_exit
+        when_the_command_ends(opened.close)
+        stored = RunView.from_store(opened, target)
     except StoreNotFoundError as exc:
         raise fail(
             console,

@@ -6,19 +6,16 @@ listing that validation uses and every call of the run share one session per ser
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import importlib
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from planrail.cli.common import ExitCode, fail
+from planrail.cli.common import ExitCode, fail, when_the_command_ends
 from planrail.errors import MissingExtraError, PlanrailError
 from planrail.plan.tools import ToolRegistry
 
@@ -66,7 +63,7 @@ def add_mcp_tools(
     try:
         servers = servers_from(mcp or (), mcp_config or ())
         hub = MCPHub(servers).start()
-        _when_the_command_ends(hub.close)
+        when_the_command_ends(hub.close)
         tools = hub.submit(mcp_tools(hub)).result()
     except PlanrailError as exc:
         raise _usage(console, exc.message) from None
@@ -113,21 +110,6 @@ def _sdk_logs_on_one_line() -> None:
     if not any(isinstance(h, _OneLine) for h in sdk.handlers):
         sdk.addHandler(_OneLine(logging.WARNING))
     sdk.propagate = False
-
-
-def _when_the_command_ends(close: Callable[[], None]) -> None:
-    """Run ``close`` when the command's context closes (or at exit, outside a command)."""
-    ctx = None
-    for module in ("typer._click.globals", "click"):  # recent Typer carries its own Click
-        try:
-            ctx = importlib.import_module(module).get_current_context(silent=True)
-            break
-        except ImportError:  # pragma: no cover - depends on the Typer version
-            continue
-    if ctx is not None:
-        ctx.call_on_close(close)
-    else:
-        atexit.register(close)
 
 
 def _usage(console: Console, message: str) -> typer.Exit:
