@@ -9,6 +9,7 @@ the server's event loop must keep serving streams meanwhile. Actions go only thr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -82,8 +83,28 @@ class Dashboard:
     """Held from a resume's checks until its thread is registered in :attr:`runners`: two
     resumes asked at once start one run, and the other is told it is under way."""
 
+    resuming: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = field(
+        default_factory=dict
+    )
+    """The running resumes' loops and tasks, by run id (:meth:`stop_resumes` cancels them)."""
+    stopping: bool = False
+    """Set by :meth:`stop_resumes`: a resume whose thread starts after it does not run."""
+
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def stop_resumes(self, grace: float = 10.0) -> None:
+        """The dashboard stops serving (``planrail ui`` ended, Ctrl-C): cancel the runs it
+        resumed and wait up to ``grace`` seconds in all for them to record it (each ends
+        ``cancelled``, its lease released, as a cancelled run does), before the store closes
+        under them. A run still busy after that is left as a crash leaves it."""
+        self.stopping = True
+        for loop, task in list(self.resuming.values()):
+            with contextlib.suppress(RuntimeError):  # its loop has closed: it ended meanwhile
+                loop.call_soon_threadsafe(task.cancel)
+        deadline = self.clock.monotonic() + grace
+        for thread in list(self.runners.values()):
+            thread.join(max(0.0, deadline - self.clock.monotonic()))
 
 
 def _refuse_constant(name: str) -> Any:
@@ -427,9 +448,21 @@ async def _resume(dash: Dashboard, run_id: str) -> str:
         await dash.call(operations.check_idle, dash.store, run_id, dash.clock)
         execution = await dash.call(resume_run, run_id, dash.registry, store=dash.store)
 
+        async def resume() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            dash.resuming[run_id] = (asyncio.get_running_loop(), task)
+            try:
+                if not dash.stopping:  # else it was registered after stop_resumes looked
+                    await execution.run()
+            finally:
+                dash.resuming.pop(run_id, None)
+
         def drive() -> None:
             try:
-                asyncio.run(execution.run())
+                asyncio.run(resume())
+            except asyncio.CancelledError:  # the dashboard stopped: recorded cancelled
+                log.info("resume of run %s cancelled: the dashboard stopped", run_id)
             except PlanrailError as exc:
                 log.warning("resume of run %s stopped: %s", run_id, exc.message)
 

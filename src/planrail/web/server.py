@@ -49,8 +49,12 @@ class DashboardServer:
         return f"http://{shown}:{self.port}{path}{query}"
 
     def run(self, sock: socket.socket | None = None) -> None:
-        """Serve until interrupted (Ctrl-C), on ``sock`` if given (see :func:`listen`)."""
-        self.server.run(sockets=[sock] if sock is not None else None)
+        """Serve until interrupted (Ctrl-C), on ``sock`` if given (see :func:`listen`); then
+        cancel the runs it resumed (:meth:`Dashboard.stop_resumes`)."""
+        try:
+            self.server.run(sockets=[sock] if sock is not None else None)
+        finally:
+            self.dash.stop_resumes()
 
     def start(self) -> DashboardServer:
         """Serve in a background thread; returns once it accepts connections."""
@@ -77,8 +81,7 @@ class DashboardServer:
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)
-        for runner in list(self.dash.runners.values()):
-            runner.join(timeout=10)
+        self.dash.stop_resumes()
 
     def __enter__(self) -> DashboardServer:
         return self.start()
