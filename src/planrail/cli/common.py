@@ -142,6 +142,14 @@ StrictOpt = Annotated[
         " from tool or LLM output need approval at run time.",
     ),
 ]
+OverridePolicyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--override-policy",
+        help="Resume under --policy/--strict although the run started under another security"
+        " policy (recorded as a policy_overridden event).",
+    ),
+]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve the plan without asking.")]
 ModelOpt = Annotated[
     str | None,

@@ -10,6 +10,7 @@ from rich.console import Console
 from planrail.cli.common import (
     CatalogOpt,
     ExitCode,
+    OverridePolicyOpt,
     PolicyOpt,
     StoreOpt,
     StrictOpt,
@@ -40,14 +41,7 @@ def serve_cmd(
     store: StoreOpt = None,
     policy: PolicyOpt = None,
     strict: StrictOpt = False,
-    override_policy: Annotated[
-        bool,
-        typer.Option(
-            "--override-policy",
-            help="resume_run continues a run under --policy/--strict although it started under"
-            " another security policy (recorded as a policy_overridden event).",
-        ),
-    ] = False,
+    override_policy: OverridePolicyOpt = False,
     http: Annotated[
         str | None,
         typer.Option(

@@ -14,6 +14,7 @@ from planrail.cli.common import (
     ExitCode,
     JsonOpt,
     ModelOpt,
+    OverridePolicyOpt,
     PolicyOpt,
     QuietOpt,
     RayAddressOpt,
@@ -62,14 +63,7 @@ def resume_cmd(
     yes: YesOpt = False,
     policy: PolicyOpt = None,
     strict: StrictOpt = False,
-    override_policy: Annotated[
-        bool,
-        typer.Option(
-            "--override-policy",
-            help="Resume under --policy/--strict although the run started under another"
-            " security policy (recorded as an event).",
-        ),
-    ] = False,
+    override_policy: OverridePolicyOpt = False,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     backend: BackendOpt = "local",
