@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
-import math
 import os
 import signal
 import threading
@@ -293,11 +292,7 @@ class RayRunner:
                 for _ in range(width)
             ]
         if any(t.is_async for t in tools) and not self._pool:
-            per_actor = math.ceil(self.max_concurrency / self.actors)
-            self._pool = [
-                _RemoteActor.options(max_concurrency=per_actor, **self._env_options).remote()
-                for _ in range(self.actors)
-            ]
+            self._pool = [self._actor(i) for i in range(self.actors)]
             self._load = [0] * len(self._pool)
             every = list(dict.fromkeys(locators.values()))
             checks.extend(actor.ready.remote(every) for actor in self._pool)
@@ -479,12 +474,18 @@ class RayRunner:
         for i, member in enumerate(self._pool):
             if member is actor:
                 ray.kill(actor, no_restart=True)
-                per_actor = math.ceil(self.max_concurrency / self.actors)
-                self._pool[i] = _RemoteActor.options(
-                    max_concurrency=per_actor, **self._env_options
-                ).remote()
+                self._pool[i] = self._actor(i)
                 self._load[i] = 0
                 return
+
+    def _actor(self, i: int) -> Any:
+        """A fresh actor for place ``i`` of the pool, taking its share of ``max_concurrency``:
+        the shares add up to it exactly (4 and 3 of 7 over two actors), so the pool never has
+        more calls in flight (each actor used to take the share rounded up: 2 + 2 for 3)."""
+        share, more = divmod(self.max_concurrency, self.actors)
+        return _RemoteActor.options(
+            max_concurrency=share + (1 if i < more else 0), **self._env_options
+        ).remote()
 
     # ------------------------------------------------------------------ attaching
 

@@ -19,8 +19,9 @@ import dataclasses
 from typing import Any, Literal
 
 from planrail.clock import SYSTEM_CLOCK
-from planrail.engine.approval import approval_record
+from planrail.engine.approval import ApprovalRequiredError, approval_record
 from planrail.engine.checkpoint import RunBusyError
+from planrail.engine.gate import check_current
 from planrail.engine.owners import owner_gone
 from planrail.errors import ExecutionError, ReferenceResolutionError, error_dict
 from planrail.plan.first import compile_args
@@ -35,7 +36,7 @@ __all__ = [
     "OperationError",
     "approve",
     "cancel",
-    "check_idle",
+    "check_resumable",
     "refuse",
     "resolve",
     "retry_step",
@@ -145,7 +146,7 @@ def resolve(
     odd = odd_value(output)
     if odd is not None:  # what a tool's output could not hold either (plan/strict_json.py)
         raise OperationError(f"the output is not strict JSON: {odd}", run_id=run_id)
-    run = _idle_run(store, run_id, clock)
+    run = _current_idle_run(store, run_id, clock)
     records = store.get_steps(run_id)
     record = records.get(step_id)
     if record is None and step_id not in _step_ids(run):
@@ -292,7 +293,7 @@ def retry_step(
 ) -> None:
     """Make a failed step run again on the next resume (with its same idempotency key); the
     steps skipped because of it run again too."""
-    run = _idle_run(store, run_id, clock)
+    run = _current_idle_run(store, run_id, clock)
     records = store.get_steps(run_id)
     record = records.get(step_id)
     if record is None and step_id not in _step_ids(run):
@@ -324,11 +325,22 @@ def _run(store: Store, run_id: str) -> RunRecord:
     return run
 
 
-def check_idle(store: Store, run_id: str, clock: Clock = SYSTEM_CLOCK) -> RunRecord:
-    """The run, if no live runner holds it — else :class:`RunBusyError` at once (a resume
-    would wait for the lease) — and :class:`RunNotFoundError` if there is no such run: what
-    a dashboard checks before it answers that a resume started."""
-    return _idle_run(store, run_id, clock)
+def check_resumable(store: Store, run_id: str, clock: Clock = SYSTEM_CLOCK) -> RunRecord:
+    """The run, if a resume with nobody to ask may start it now: what a dashboard checks
+    before it answers that a resume started. :class:`RunNotFoundError` if there is no such run,
+    :class:`RunBusyError` at once if a live runner holds it (a resume would wait for the lease),
+    :class:`ApprovalRefusedError` / :class:`RunReplannedError` if it may never run again
+    (:func:`gate.check_current`), and :class:`ApprovalRequiredError` if it waits for an
+    approval."""
+    run = _idle_run(store, run_id, clock)
+    check_current(run)
+    if run.status == "awaiting_approval" and run.approval is None:
+        raise ApprovalRequiredError(
+            f"run '{run_id}' waits for approval, and a resume here has no approver to ask:"
+            " approve it first",
+            run_id=run_id,
+        )
+    return run
 
 
 def _idle_run(store: Store, run_id: str, clock: Clock) -> RunRecord:
@@ -343,6 +355,14 @@ def _idle_run(store: Store, run_id: str, clock: Clock) -> RunRecord:
             f" {lease.expires_at - now:.0f}s): cancel it first, or wait for it to stop",
             run_id=run_id,
         )
+    return run
+
+
+def _current_idle_run(store: Store, run_id: str, clock: Clock) -> RunRecord:
+    """The run, idle, if it may run again: what a step decided now is for its next resume, and
+    a run refused or replaced by a replan has none (:func:`gate.check_current`)."""
+    run = _idle_run(store, run_id, clock)
+    check_current(run)
     return run
 
 

@@ -1,6 +1,7 @@
 """A run's LLM budget, kept with it: every door that resumes a run with a model
-(``planrail resume --model``, :func:`planrail.resume`, ``planrail run --run-id``; MCP
-``resume_run`` has none) spends from what the run had left, not from a new budget.
+(``planrail resume --model``, :func:`planrail.resume`, ``planrail run --run-id``) spends from
+what the run had left, not from a new budget; a door that resumes it with none (MCP
+``resume_run``, the dashboard, ``planrail resume`` without ``--model``) keeps it stored as it is.
 
 When a run opens, its stored policies take the budget's record
 (:meth:`~planrail.llm.budget.BudgetMeter.record`: the limits, the prices, what was spent so far)
@@ -25,7 +26,7 @@ from planrail.llm.budget import BudgetMeter
 from planrail.plan.model import Plan
 from planrail.store.base import Store
 
-__all__ = ["record_of", "stored_meter"]
+__all__ = ["kept", "record_of", "stored_meter"]
 
 
 def record_of(meter: BudgetMeter) -> BudgetRecord:
@@ -38,17 +39,28 @@ def record_of(meter: BudgetMeter) -> BudgetRecord:
     return record
 
 
+def _saved(store: Store, run_id: str) -> Any:
+    """The budget record stored run ``run_id`` holds (None: not stored, or no budget)."""
+    found = store.get_run(run_id)
+    policies = found.metadata.get("policies") if found is not None else None
+    return policies.get(BUDGET) if isinstance(policies, dict) else None
+
+
+def kept(store: Store, run_id: str) -> BudgetRecord | None:
+    """What a resume given no model stores of run ``run_id``'s budget: the record it holds,
+    unchanged (its ``llm_call`` steps cannot run, and a later resume with a model spends from
+    that budget still); None if it has none."""
+    saved = _saved(store, run_id)
+    return None if saved is None else lambda _steps: saved
+
+
 def stored_meter(
     store: Store, run_id: str, plan: Plan, model: str
 ) -> tuple[BudgetMeter, BudgetRecord] | None:
     """The meter of stored run ``run_id``'s budget, with what the run has spent (its steps'
     usage priced as ``model`` unless a step names its own), and its record to store again
     unchanged; None if the run is not stored or has no budget."""
-    found = store.get_run(run_id)
-    if found is None:
-        return None
-    policies = found.metadata.get("policies")
-    saved = policies.get(BUDGET) if isinstance(policies, dict) else None
+    saved = _saved(store, run_id)
     if saved is None:
         return None
     try:

@@ -27,6 +27,7 @@ from planrail.plan.tools import AnyTool, ToolRegistry, ToolRunner
 from planrail.plan.validate import ValidationOptions, check_plan
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import ApproveCall, SecurityPolicy, check_security
+from planrail.runs.budget import kept as kept_budget
 from planrail.runs.budget import record_of, stored_meter
 from planrail.runs.llm_step import LLMStepHandler
 from planrail.store.base import Store, check_store
@@ -118,6 +119,8 @@ def prepare(
             llm, models, metered = _metered(llm, models, store, run_id, checked.plan)
             actions["llm_call"] = LLMStepHandler(llm, models=models)
             budget = budget or metered
+        elif budget is None and store is not None and run_id is not None:
+            budget = kept_budget(store, run_id)  # a resume with no model keeps the run's
         actions.update(handlers or {})
         return Execution(
             checked,

@@ -445,7 +445,7 @@ async def _resume(dash: Dashboard, run_id: str) -> str:
             raise operations.OperationError(
                 f"run '{run_id}' is already being resumed here", run_id=run_id
             )
-        await dash.call(operations.check_idle, dash.store, run_id, dash.clock)
+        await dash.call(operations.check_resumable, dash.store, run_id, dash.clock)
         execution = await dash.call(resume_run, run_id, dash.registry, store=dash.store)
 
         async def resume() -> None:
