@@ -59,6 +59,10 @@ APPROVAL_STEPS = "approval_steps"
 :mod:`planrail.plan.effects` names: a resume, which is given no approval policy, asks about
 them too."""
 
+EXECUTION = "execution"
+"""The stored policies' key for how the run runs: its ``max_concurrency`` and
+``failure_mode`` when they are not the defaults."""
+
 BUDGET = "budget"
 """The stored policies' key for the run's LLM budget (``planrail.runs.budget`` reads it)."""
 
@@ -173,6 +177,7 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
         ex.approval_policy = also_asking(
             ex.approval_policy, [s for s in named if isinstance(s, str)]
         )
+    _adopt_execution(ex, saved.get(EXECUTION))
     kept_security = saved.get("security")
     given = None if ex._security_given is None else ex._security_given.to_dict()
     if ex._security_given is None:
@@ -280,7 +285,30 @@ def policies(ex: Execution) -> dict[str, Any]:
         kept[APPROVAL_STEPS] = named
     if ex.budget is not None:  # the LLM budget, spent from again on resume
         kept[BUDGET] = ex.budget({**ex.results, **ex._restored})
+    how = {
+        k: v
+        for k, v in (("max_concurrency", ex.max_concurrency), ("failure_mode", ex.failure_mode))
+        if v != _RUN_DEFAULTS[k]
+    }
+    if how:  # how it runs: a resume that says nothing of it runs so too
+        kept[EXECUTION] = how
     return kept
+
+
+_RUN_DEFAULTS: dict[str, Any] = {"max_concurrency": None, "failure_mode": "continue"}
+
+
+def _adopt_execution(ex: Execution, saved: Any) -> None:
+    """A resume given no ``max_concurrency`` (or the default ``failure_mode``) runs as the run
+    was started: ``--max-concurrency 2 --fail-fast`` hold over ``planrail resume`` too. Given,
+    they are the run's from then on."""
+    if not isinstance(saved, dict):
+        return
+    width = saved.get("max_concurrency")
+    if ex.max_concurrency is None and isinstance(width, int) and width >= 1:
+        ex.max_concurrency = width
+    if ex.failure_mode == "continue" and saved.get("failure_mode") == "fail_fast":
+        ex.failure_mode = "fail_fast"
 
 
 def policy_steps(ex: Execution) -> list[str]:
