@@ -70,11 +70,18 @@ def _budget_kept(url: str, run_id: str, step_id: str) -> tuple[dict[str, Any], d
 async def test_a_resume_does_not_ask_the_model_once_the_token_budget_is_spent(
     kit: Kit, store_url: str
 ) -> None:
-    """The step that overspent kept its usage: resumed, the run still has nothing to spend,
-    so the model is not asked again and nothing downstream runs."""
+    """The step that overspent kept its usage, and the run's record says the budget stopped
+    it: resumed, the run still has nothing to spend, so the model is not asked again and
+    nothing downstream runs."""
     plan = Scripted(json.dumps(good_plan()), input_tokens=100, output_tokens=10)
     summary = Scripted("A summary.", input_tokens=5_000, output_tokens=10)
     run_id = await _spent_run(kit, store_url, Budget(max_input_tokens=1_000), plan, summary)
+    with open_store(store_url) as store:
+        record = store.get_run(run_id)
+    assert record is not None
+    assert record.status == "cancelled"
+    assert record.error is not None  # the record says why (it said only "cancelled")
+    assert "input token budget is exceeded" in record.error["message"]
     kept, usage = _budget_kept(store_url, run_id, "summary")
     assert (kept["limits"]["max_input_tokens"], kept["spent"]["input_tokens"]) == (1_000, 100)
     assert usage.get("input_tokens") == 5_000
