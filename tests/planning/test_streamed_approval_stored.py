@@ -130,3 +130,25 @@ async def test_a_resume_counts_the_tool_calls_a_stream_made_before_its_seal(
     assert again.steps["mail"].error is not None
     assert again.steps["mail"].error["type"] == ToolCallLimitError.__name__
     assert kit.names() == ["search", "create_account", "send_email"], "not sent again"
+
+
+async def test_a_plan_deferred_before_its_runner_started_is_stored_waiting(
+    kit: Kit, store_url: str
+) -> None:
+    """The whole plan arrives in one chunk: its approval is deferred before the open run's
+    runner has started anything. The run is stored waiting all the same (the seal makes the
+    record, not the runner), its lease released, nothing called."""
+    with open_store(store_url) as store:
+        llm = ScriptedLLM([json.dumps(good_plan())])
+        agent = Agent(
+            llm, kit.tools, approval=lambda _r: None, store=store, stream=True, run_id="R"
+        )
+        first = await agent.run(GOAL)
+        record = store.get_run("R")
+        lease = store.get_lease("R")
+    assert first.run is not None
+    assert first.run.status == "awaiting_approval"
+    assert record is not None
+    assert record.status == "awaiting_approval"
+    assert lease is None
+    assert kit.names() == []

@@ -441,6 +441,8 @@ class Execution:
         # The runner first: a tool it refuses stops the run before anything is recorded.
         await self.tool_runner.prepare(self._python_tools())
         try:
+            if self._ended:  # stopped while its runner prepared (gate.approve_and_seal)
+                return
             # An open plan is recorded once it is whole and approved (gate.approve_and_seal),
             # with the read-only steps it ran by then: a record of the plan as it began (no
             # step) would "resume" as an empty plan that succeeds at once, and a repaired plan
