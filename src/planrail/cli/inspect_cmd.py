@@ -30,6 +30,7 @@ from planrail.cli.common import (
 from planrail.cli.jsonout import json_text
 from planrail.cli.render import STATUS_STYLE, print_issues
 from planrail.engine.events import EventType
+from planrail.engine.gate import REPLANNED_AS, replaced_by
 from planrail.errors import PlanrailError, StoreNotFoundError
 from planrail.observe.graph import DepGraph, to_dot, to_mermaid
 from planrail.observe.layout import to_svg
@@ -72,7 +73,7 @@ def show_cmd(
     parameters named like secrets (api_key, password, token, …), are shown as "***".
     """
     console = out(json_out)
-    view = _load_view(run_id, trace, tools, catalog, store, console)
+    view, newer = _load_view(run_id, trace, tools, catalog, store, console)
     if step is not None:
         detail = view.step_detail(step)
         if detail is None:
@@ -83,9 +84,10 @@ def show_cmd(
             render_step(console, view, step)
         return
     if json_out:
-        print(json_text(view.result.to_dict()))
+        shown = view.result.to_dict()
+        print(json_text(shown if newer is None else {**shown, REPLANNED_AS: newer}))
     else:
-        render_show(console, view)
+        render_show(console, view, replanned_as=newer)
 
 
 def _load_view(
@@ -95,25 +97,27 @@ def _load_view(
     catalog: list[Path] | None,
     store: str | None,
     console: Console,
-) -> RunView:
+) -> tuple[RunView, str | None]:
+    """The run's view, and the run version that replaced it, if the store says one did (a
+    trace file does not say)."""
     if trace is not None:
         try:
-            return read_trace(trace, run_id)
+            return read_trace(trace, run_id), None
         except TraceError as exc:
             raise fail(console, exc.message, ExitCode.USAGE) from None
     if run_id is None:
         raise fail(console, "give a RUN_ID (or --trace FILE)", ExitCode.USAGE)
     the_store = open_store_or_exit(store, console, create=False)
     secrets: dict[str, frozenset[str]] = {}
+    run = the_store.get_run(run_id)
     if tools or catalog:
         registry = registry_from(tools, catalog, console)
-        run = the_store.get_run(run_id)
         for raw in run.plan.get("steps", []) if run is not None else []:
             secrets[raw["id"]] = secret_params_of(registry.spec(raw.get("tool") or ""))
     view = RunView.from_store(the_store, run_id, lambda sid: secrets.get(sid, frozenset()))
-    if view is None:
+    if view is None or run is None:
         raise fail(console, f"no run '{run_id}' in this store", ExitCode.USAGE)
-    return view
+    return view, replaced_by(run)
 
 
 def _when(ts: float | None) -> str:
@@ -132,13 +136,23 @@ def _tokens(usage: dict[str, int]) -> str:
     return f"{usage.get('input_tokens', 0)}→{usage.get('output_tokens', 0)}"
 
 
-def render_show(console: Console, view: RunView) -> None:
-    """Summary, per-step table, timeline and output of a run."""
+def render_show(console: Console, view: RunView, replanned_as: str | None = None) -> None:
+    """Summary, per-step table, timeline and output of a run (``replanned_as``: the run
+    version that replaced it, which is the one to resume)."""
     s = view.summary()
     _icon, style = STATUS_STYLE.get(s["status"], ("", "bold"))
     console.print(
         Text.assemble(("run ", "bold"), (view.run_id, "bold cyan"), "  ", (f"{s['status']}", style))
     )
+    if replanned_as is not None:
+        console.print(
+            Text(
+                f"replaced by {replanned_as}: a replan that reuses this run's finished steps and"
+                f" carries its work on; nothing of this run runs again: resume {replanned_as}"
+                f" (`planrail resume {replanned_as}`)",
+                "yellow",
+            )
+        )
     if s["goal"]:
         console.print(Text(f"goal     {s['goal']}"))
     counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items())

@@ -40,10 +40,11 @@ from planrail.cli.render import print_issues
 from planrail.cli.run_cmd import run as run_on_terminal
 from planrail.engine import operations
 from planrail.engine.checkpoint import load_result
+from planrail.engine.gate import REPLANNED_AS, replaced_by
 from planrail.errors import PlanLoadError, PlanrailError
 from planrail.plan.loader import PlanLimits, load_document
 from planrail.plan.validate import validate
-from planrail.store import RUN_STATUSES
+from planrail.store import RUN_STATUSES, RunRecord
 
 __all__: list[str] = []
 
@@ -132,18 +133,7 @@ def runs_cmd(
             console, f"--status must be one of {', '.join(sorted(RUN_STATUSES))}", ExitCode.USAGE
         )
     runs = open_store_or_exit(store, console, create=False).list_runs(status=status, limit=limit)
-    rows = [
-        {
-            "run_id": r.run_id,
-            "status": r.status,
-            "created_at": r.created_at,
-            "updated_at": r.updated_at,
-            "goal": r.plan.get("goal", ""),
-            "steps": len(r.plan.get("steps", [])),
-            "plan_hash": r.plan_hash,
-        }
-        for r in runs
-    ]
+    rows = [_row(r) for r in runs]
     if json_out:
         print(json_text(rows))
         return
@@ -152,10 +142,29 @@ def runs_cmd(
         table.add_column(col)
     for row in rows:
         created = _when(row["created_at"])
-        table.add_row(
-            row["run_id"], row["status"], created, str(row["steps"]), str(row["goal"])[:60]
-        )
+        status = row["status"]
+        if REPLANNED_AS in row:  # not to be resumed: the replan that replaced it is
+            status += f" (replaced by {row[REPLANNED_AS]})"
+        table.add_row(row["run_id"], status, created, str(row["steps"]), str(row["goal"])[:60])
     console.print(table)
+
+
+def _row(run: RunRecord) -> dict[str, Any]:
+    """A run as ``runs --json`` lists it; a run replaced by a replan also names the version
+    that replaced it (the key is there only then)."""
+    row = {
+        "run_id": run.run_id,
+        "status": run.status,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "goal": run.plan.get("goal", ""),
+        "steps": len(run.plan.get("steps", [])),
+        "plan_hash": run.plan_hash,
+    }
+    newer = replaced_by(run)
+    if newer is not None:
+        row[REPLANNED_AS] = newer
+    return row
 
 
 def _when(ts: float) -> str:

@@ -47,6 +47,7 @@ __all__ = [
     "gate",
     "mark_replanned",
     "policies",
+    "replaced_by",
     "resumes_under",
     "schema_pins",
 ]
@@ -229,12 +230,19 @@ def mark_replanned(store: Store, run_id: str, newer: str) -> None:
         store.commit(run=dataclasses.replace(found, metadata=kept))
 
 
+def replaced_by(stored: RunRecord) -> str | None:
+    """The run version that replaced run ``stored`` (:func:`mark_replanned`), or None: what
+    every door shows of it, from the one stored fact that :func:`check_current` refuses on."""
+    newer = stored.metadata.get(REPLANNED_AS)
+    return newer if isinstance(newer, str) else None
+
+
 def check_current(stored: RunRecord) -> None:
     """A stored run may run again: no operator refused it (:func:`check_not_refused`) and no
     replan replaced it (:class:`RunReplannedError`)."""
     check_not_refused(stored)
-    newer = stored.metadata.get(REPLANNED_AS)
-    if isinstance(newer, str):
+    newer = replaced_by(stored)
+    if newer is not None:
         raise RunReplannedError(
             f"run '{stored.run_id}' was replanned as '{newer}', which reuses its finished steps"
             f" and carries its work on: resume '{newer}' instead (resuming this one would run"

@@ -26,6 +26,7 @@ from starlette.routing import Route
 from planrail._json import encodable
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine import operations
+from planrail.engine.gate import REPLANNED_AS, replaced_by
 from planrail.errors import PlanrailError, error_dict
 from planrail.observe.graph import DepGraph
 from planrail.observe.layout import to_svg
@@ -44,6 +45,7 @@ from planrail.web.views import (
     approval_view,
     event_message,
     previous_version,
+    replaced_version,
     requested_steps,
     run_rows,
     step_detail,
@@ -138,11 +140,10 @@ def create_app(dash: Dashboard) -> Any:
     async def run_page(request: Request) -> Response:
         run_id = param(request, "run_id")
         try:
-            run, steps, events = await _snapshot(dash, run_id)
+            run, steps, info = await _info(dash, run_id)
         except RunNotFoundError as exc:
             return HTMLResponse(pages.not_found(exc.message), status_code=404)
         svg = to_svg(DepGraph.of(run.plan))  # uncoloured: the script paints the live states
-        info = _run_info(dash, run, steps, events)
         gantt = gantt_svg(timeline(run, steps, dash.clock.now()))
         return HTMLResponse(pages.run_page(dash.guard.csrf, info, svg, gantt))
 
@@ -177,7 +178,7 @@ def create_app(dash: Dashboard) -> Any:
         return _json({"runs": rows})
 
     async def api_run(request: Request) -> Response:
-        return _json(_run_info(dash, *await _snapshot(dash, param(request, "run_id"))))
+        return _json((await _info(dash, param(request, "run_id")))[2])
 
     async def api_timeline(request: Request) -> Response:
         run, steps = await _run_and_steps(dash, param(request, "run_id"))
@@ -320,8 +321,19 @@ async def _snapshot(
     return run, await dash.call(dash.store.get_steps, run_id), events
 
 
+async def _info(dash: Dashboard, run_id: str) -> tuple[RunRecord, dict[str, Any], dict[str, Any]]:
+    """The run, its steps, and what its page and its JSON say of it (:func:`_run_info`)."""
+    run, steps, events = await _snapshot(dash, run_id)
+    replaces = await dash.call(replaced_version, dash.store, run)
+    return run, steps, _run_info(dash, run, steps, events, replaces)
+
+
 def _run_info(
-    dash: Dashboard, run: RunRecord, steps: dict[str, Any], events: list[StoredEvent]
+    dash: Dashboard,
+    run: RunRecord,
+    steps: dict[str, Any],
+    events: list[StoredEvent],
+    replaces: str | None,
 ) -> dict[str, Any]:
     masker = Masker(run, dash.registry)
     statuses = {str(s.get("id")): "pending" for s in run.plan.get("steps", [])}
@@ -339,6 +351,8 @@ def _run_info(
         "last_seq": events[-1].seq if events else 0,
         "can_resume": dash.can_resume,
         "resuming": running is not None and running.is_alive(),
+        REPLANNED_AS: replaced_by(run),
+        "replaces": replaces,
     }
 
 

@@ -56,20 +56,52 @@ def run_list(csrf: str, filters: dict[str, str]) -> str:
     return _shell("runs", csrf, body, {"colors": status_colors()}, "list")
 
 
+def _replaced_note(newer: str) -> str:
+    """Why nothing of a run replaced by run version ``newer`` runs again (the page's words for
+    :class:`~planrail.engine.gate.RunReplannedError`)."""
+    return f"replaced by {newer}, which reuses its finished steps and carries its work on"
+
+
+def _no_resume(info: dict[str, Any]) -> str | None:
+    """Why the run cannot be resumed from here, or None."""
+    newer = info.get("replanned_as")
+    if newer:
+        return f"resume disabled: {_replaced_note(newer)}; resume {newer}"
+    if not info["can_resume"]:
+        return "resume disabled: start `planrail ui` with --tools/--catalog to run steps from here"
+    return None
+
+
 def _actions(info: dict[str, Any]) -> str:
-    resume_note = (
-        ""
-        if info["can_resume"]
-        else '<span class="muted" id="no-resume">resume disabled: start `planrail ui` with '
-        "--tools/--catalog to run steps from here</span>"
-    )
+    why = _no_resume(info)
+    resume_note = "" if why is None else f'<span class="muted" id="no-resume">{escape(why)}</span>'
     approval = escape(run_path(info["run_id"], "/approval"))
     return f"""<div class="actions">
 <a class="button" id="approval-link" href="{approval}">approval</a>
 <button type="button" id="cancel" data-action="cancel">cancel run</button>
 <button type="button" id="resume" data-action="resume"
- {"" if info["can_resume"] else "disabled"}>resume</button>{resume_note}
+ {"" if why is None else "disabled"}>resume</button>{resume_note}
 <span id="action-msg" class="msg" role="status"></span></div>"""
+
+
+def _run_link(run_id: str) -> str:
+    return f'<a href="{escape(run_path(run_id))}"><code>{escape(run_id)}</code></a>'
+
+
+def _versions(info: dict[str, Any]) -> str:
+    """The plan versions the store links this run to: the one that replaced it (resume that
+    one) and the one it replaced."""
+    newer, older = info.get("replanned_as"), info.get("replaces")
+    lines = []
+    if newer:
+        lines.append(
+            f'<div id="replaced" class="replaced">replaced by {_run_link(newer)}, a replan that'
+            " reuses this run's finished steps and carries its work on: nothing of this run"
+            f" runs again; resume {_run_link(newer)}</div>"
+        )
+    if older:
+        lines.append(f'<div id="replaces" class="muted">replan of {_run_link(older)}</div>')
+    return "".join(lines)
 
 
 def _legend() -> str:
@@ -90,7 +122,7 @@ def run_page(csrf: str, info: dict[str, Any], svg: str, gantt: str) -> str:
 <div>run <code>{escape(info["run_id"])}</code> · status
 <span id="run-status" class="status s-{escape(info["status"])}">{escape(info["status"])}</span>
 · plan <code title="{escape(info["plan_hash"])}">{escape(info["plan_hash"][:19])}…</code></div>
-{_actions(info)}
+{_versions(info)}{_actions(info)}
 </section>
 <section class="graph-tools"><button type="button" id="zoom-out">−</button>
 <button type="button" id="zoom-in">+</button><button type="button" id="zoom-fit">fit</button>
@@ -101,7 +133,10 @@ def run_page(csrf: str, info: dict[str, Any], svg: str, gantt: str) -> str:
 <section id="timeline" class="timeline">{gantt}</section>
 <aside id="drawer" class="drawer" hidden><button type="button" id="drawer-close">×</button>
 <div id="drawer-body"></div></aside>"""
-    data = {"run": info, "colors": status_colors()}
+    newer = info.get("replanned_as")
+    # the drawer's retry and resolve are disabled with this reason (the script reads it)
+    no_step_action = None if not newer else f"{_replaced_note(newer)}; retry or resume {newer}"
+    data = {"run": info, "colors": status_colors(), "no_step_action": no_step_action}
     return _shell(f"run {info['run_id']}", csrf, body, data, "run")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from planrail.engine.approval import ApprovalRequest
 from planrail.engine.approval_view import PlanDiff, StepView
 from planrail.engine.events import EventType
+from planrail.engine.gate import REPLANNED_AS, replaced_by
 from planrail.observe.graph import COLORS
 from planrail.observe.view import redact, trace_ids
 from planrail.plan.effects import effects_of, needing_approval
@@ -37,6 +38,7 @@ __all__ = [
     "critical_path",
     "event_message",
     "previous_version",
+    "replaced_version",
     "requested_steps",
     "run_row",
     "run_rows",
@@ -121,6 +123,7 @@ def run_row(run: RunRecord, steps: Mapping[str, StepRecord], now: float) -> dict
         "duration": None if begin is None or end is None else max(0.0, end - begin),
         "steps": len(run.plan.get("steps", [])),
         "in_doubt": _in_doubt(steps),
+        REPLANNED_AS: replaced_by(run),
     }
 
 
@@ -341,14 +344,30 @@ def previous_version(store: Store, run: RunRecord) -> RunRecord | None:
     of another goal under such an id is not taken for one; nor is a version that was never
     approved (:func:`was_approved`): the page says "changed since the approved version".
     """
+    before = _version_before(store, run)
+    if before is None or before.plan.get("goal") != run.plan.get("goal"):
+        return None
+    return before if was_approved(store, before) else None
+
+
+def replaced_version(store: Store, run: RunRecord) -> str | None:
+    """The run version ``run`` replaced, when the store says so: the version before it by the
+    agent's run-id convention (:func:`previous_version`) is marked replaced by ``run``
+    (:func:`planrail.engine.gate.replaced_by`); None otherwise — an id alone proves nothing."""
+    before = _version_before(store, run)
+    if before is None or replaced_by(before) != run.run_id:
+        return None
+    return before.run_id
+
+
+def _version_before(store: Store, run: RunRecord) -> RunRecord | None:
+    """The stored run whose id comes before ``run``'s by the agent's convention (``X`` before
+    ``X-r1``, ``X-r1`` before ``X-r2``), or None."""
     found = _REPLAN.match(run.run_id)
     if found is None:
         return None
     n = int(found["n"])
-    before = store.get_run(found["base"] if n == 1 else f"{found['base']}-r{n - 1}")
-    if before is None or before.plan.get("goal") != run.plan.get("goal"):
-        return None
-    return before if was_approved(store, before) else None
+    return store.get_run(found["base"] if n == 1 else f"{found['base']}-r{n - 1}")
 
 
 def was_approved(store: Store, run: RunRecord) -> bool:

@@ -71,9 +71,18 @@
             const link = el("a", { href: "/runs/" + encodeURIComponent(r.run_id) }, r.run_id);
             const first = el("td");
             first.append(link);
+            const status = el("td", { class: "status s-" + r.status }, r.status);
+            if (r.replanned_as) {
+              // replaced by a replan: the version to look at (and resume) instead
+              tr.dataset.replacedBy = r.replanned_as;
+              const newer = el("span", { class: "replaced" }, " (replaced by ");
+              newer.append(
+                el("a", { href: "/runs/" + encodeURIComponent(r.replanned_as) }, r.replanned_as), ")");
+              status.append(newer);
+            }
             tr.append(
               first,
-              el("td", { class: "status s-" + r.status }, r.status),
+              status,
               el("td", {}, r.goal),
               el("td", {}, when(r.started_at || r.created_at)),
               el("td", {}, secs(r.duration)),
@@ -293,6 +302,11 @@
         const b = el("button", { type: "button", id: "retry-step" }, "retry this step");
         b.onclick = () => post(base + "/retry").then(() => say("retry recorded"), (e) => say(e.message, true));
         body.append(b);
+      }
+      // a run that may not run again (replaced by a replan): its step actions are disabled
+      if (data.no_step_action && (d.status === "in_doubt" || d.status === "failed")) {
+        for (const b of body.querySelectorAll("#retry-step, #resolve button")) b.disabled = true;
+        body.append(el("p", { class: "muted", id: "no-step-action" }, "disabled: " + data.no_step_action));
       }
       drawer.hidden = false;
       drawer.dataset.step = step;
