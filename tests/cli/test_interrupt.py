@@ -3,64 +3,29 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from interrupting import lines_until, sigint_not_ignored, watched
 
 from .conftest import DATA, TOOLS, Cli
 
 PLANRAIL = Path(sys.executable).with_name("planrail")
 
 
-@contextlib.contextmanager
-def _sigint_not_ignored() -> Iterator[None]:
-    """A child inherits an ignored SIGINT (a shell starts its background jobs so, and Python
-    then installs no handler): the suite run that way would wait for a Ctrl-C that can never
-    arrive. Handled here while the child starts, SIGINT is back to its default in the child."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def interrupt_run(cli: Cli, run_id: str) -> tuple[int, str, dict[str, Any]]:
     """Start ``hang.json``, send SIGINT once ``forever`` is running; return the exit code, the
     output and what ``show --json`` then reports."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
-    with _sigint_not_ignored():
-        proc = subprocess.Popen(
-            [str(PLANRAIL), "run", str(DATA / "hang.json"), "--tools", TOOLS, "--run-id", run_id],
-            cwd=cli.cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    watchdog = threading.Timer(60, proc.kill)  # never hang the suite
-    watchdog.start()
-    try:
-        assert proc.stdout is not None
-        seen = []
-        for line in proc.stdout:
-            seen.append(line)
-            if "forever running" in line:
-                break
-        else:
-            raise AssertionError("the run ended before 'forever' started:\n" + "".join(seen))
+    args = [str(PLANRAIL), "run", str(DATA / "hang.json"), "--tools", TOOLS, "--run-id", run_id]
+    with watched(args, cwd=cli.cwd, env=env) as proc:
+        seen = lines_until(proc, "forever running", "'forever' started")
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     code, shown = cli.json("show", run_id, "--json")
     assert code == 0
     return proc.returncode, "".join(seen) + rest, shown
@@ -113,7 +78,7 @@ runpy.run_path({script!r}, run_name="__main__")
 
 
 def _early_interrupt(cli: Cli, code: str) -> subprocess.CompletedProcess[str]:
-    with _sigint_not_ignored():
+    with sigint_not_ignored():
         return subprocess.run(
             [sys.executable, "-c", code],
             cwd=cli.cwd,
@@ -150,7 +115,7 @@ def test_ctrl_c_before_the_run_starts_exits_130(cli: Cli, tmp_path: Path) -> Non
         "import os, signal\nos.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands here\n"
     )
     args = ["run", str(DATA / "hang.json"), "--tools", str(tools), "--run-id", "r_early2"]
-    with _sigint_not_ignored():
+    with sigint_not_ignored():
         proc = subprocess.run(
             [str(PLANRAIL), *args, "--yes"],
             cwd=cli.cwd,
@@ -199,28 +164,14 @@ def test_a_terminal_ctrl_c_does_not_interrupt_a_process_isolated_call_itself(
     os.mkfifo(fifo)
     env = dict(os.environ, ISO_FIFO=str(fifo), PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
     args = [str(PLANRAIL), "run", str(plan), "--tools", str(tmp_path / "iso_wait.py")]
-    with _sigint_not_ignored():
-        proc = subprocess.Popen(
-            [*args, "--yes", "--run-id", "r_iso"],
-            cwd=cli.cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # its own process group, as a terminal's foreground job
-        )
-    watchdog = threading.Timer(60, proc.kill)  # never hang the suite
-    watchdog.start()
-    try:
+    # its own process group, as a terminal's foreground job
+    with watched(
+        [*args, "--yes", "--run-id", "r_iso"], cwd=cli.cwd, env=env, start_new_session=True
+    ) as proc:
         with open(fifo) as started:  # blocks until the tool runs in its worker
             assert started.readline().strip().isdigit()
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         output, _ = proc.communicate(timeout=60)
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, output
     assert "Traceback" not in output
     assert "KeyboardInterrupt" not in output

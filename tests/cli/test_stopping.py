@@ -12,11 +12,12 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from interrupting import sigint_not_ignored
 
 PLANRAIL = Path(sys.executable).with_name("planrail")
 GUARD = 60.0
@@ -72,16 +73,6 @@ TOOLS = textwrap.dedent(
 )
 
 
-@contextlib.contextmanager
-def _sigint_not_ignored() -> Iterator[None]:
-    """A child inherits an ignored SIGINT from a shell's background job: undo that for it."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     """A folder with the tools file; the tools log to ``log.jsonl`` there."""
@@ -98,7 +89,7 @@ def _plan(work: Path, steps: list[dict[str, Any]]) -> Path:
 def _start(work: Path, plan: Path, *extra: str) -> subprocess.Popen[str]:
     env = dict(os.environ, STOP_LOG=str(work / "log.jsonl"), PYTHONUNBUFFERED="1")
     args = [str(PLANRAIL), "run", str(plan), "--tools", str(work / "stop_tools.py"), "--yes"]
-    with _sigint_not_ignored():
+    with sigint_not_ignored():
         return subprocess.Popen(
             [*args, "--store", f"sqlite:///{work / 'runs.db'}", "--run-id", "r1", *extra],
             cwd=work,

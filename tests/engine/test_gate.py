@@ -13,9 +13,10 @@ import pytest
 
 import planrail
 from planrail.engine import operations
-from planrail.engine.approval import ApprovalRequest, ApprovalRequiredError
+from planrail.engine.approval import ApprovalRequest, ApprovalRequiredError, defer
 from planrail.engine.checkpoint import PlanMismatchError, PolicyMismatchError
 from planrail.engine.executor import Execution
+from planrail.engine.runners import LocalRunner
 from planrail.plan.model import Plan, Step
 from planrail.policies.security import ApprovalMismatchError
 from planrail.store import open_store
@@ -396,4 +397,50 @@ async def test_a_strict_policy_refuses_a_placeholder_in_a_side_effecting_argumen
     with pytest.raises(planrail.PlanValidationError) as err:
         await planrail.arun(plan, TOOLS, security=strict, approve=True)
     assert [i.code for i in err.value.issues] == ["placeholder_literal"]
+    assert CALLS == []
+
+
+class _HeldPrepare(LocalRunner):
+    """A local runner whose ``prepare`` waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def prepare(self, tools: Any) -> None:
+        self.entered.set()
+        await self.go.wait()
+        await super().prepare(tools)
+
+
+async def test_a_runner_that_finds_its_open_plan_ended_while_it_prepared_stops(
+    tmp_path: Path,
+) -> None:
+    """The open plan is deferred at its seal — recorded ``awaiting_approval`` — while the
+    execution's runner is still preparing its tools, and its caller does not cancel it (as
+    the Agent does). The runner, once prepared, stops there: it does not start the run (its
+    status was overwritten ``running``, and it waited for ever on a plan nobody would seal)."""
+    registry = planrail.ToolRegistry(TOOLS)
+    runner = _HeldPrepare()
+    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        execution = Execution(
+            Plan(goal="g", steps=()),
+            registry,
+            open_plan=True,
+            store=store,
+            run_id="R",
+            approver=defer,
+            tool_runner=runner,
+        )
+        task = asyncio.create_task(execution.run())
+        await runner.entered.wait()
+        pay_step = Step.model_validate({"id": "p", "tool": "pay", "args": {"to": "a", "amount": 1}})
+        assert not await execution.approve_and_seal(Plan(goal="g", steps=(pay_step,)))
+        runner.go.set()
+        result = await asyncio.wait_for(task, 10)  # a safety net: it returns at once
+        record = store.get_run("R")
+    assert result.status == "awaiting_approval"
+    assert record is not None
+    assert record.status == "awaiting_approval"
     assert CALLS == []

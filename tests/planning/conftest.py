@@ -4,6 +4,7 @@ and a local OpenAI-compatible server."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -14,7 +15,10 @@ from pydantic import BaseModel
 
 from planrail.llm.openai_client import OpenAIClient
 from planrail.plan.tools import Tool, tool
+from planrail.testing.llm import Scripted, ScriptedLLM
 from planrail.testing.llm_server import LLMTestServer
+
+from .plans import good_plan
 
 
 class SearchResult(BaseModel):
@@ -74,6 +78,22 @@ def make_kit() -> Kit:
 
     kit.tools = [search, create_account, send_email]
     return kit
+
+
+def streamed_good_plan(
+    kit: Kit, *more: Any, plan: dict[str, Any] | None = None, held: bool = True
+) -> ScriptedLLM:
+    """A model that streams ``plan`` (default the good plan) in two chunks, the first ending
+    with its read-only ``find`` step; ``held``, the second once ``find`` has been called, so
+    the run has started before its plan is whole. ``more``: the answers after it."""
+    text = json.dumps(good_plan() if plan is None else plan)
+    cut = text.index("}}, ") + 3  # just past the find step
+
+    async def hold(index: int, _chunk: str) -> None:
+        if held and index == 1:
+            assert await asyncio.to_thread(kit.searched.wait, 10)
+
+    return ScriptedLLM([Scripted(text, chunks=[text[:cut], text[cut:]]), *more], on_chunk=hold)
 
 
 @pytest.fixture

@@ -7,9 +7,7 @@ counted fewer tool calls against ``SecurityPolicy.max_tool_calls`` than were mad
 
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import Any
 
 import pytest
 
@@ -20,21 +18,8 @@ from planrail.policies.security import ToolCallLimitError
 from planrail.store import open_store
 from planrail.testing.llm import Scripted, ScriptedLLM
 
-from .conftest import Kit
+from .conftest import Kit, streamed_good_plan
 from .plans import GOAL, good_plan
-
-
-def _streamed(kit: Kit, *more: Any) -> ScriptedLLM:
-    """The good plan in two chunks: the second once ``find`` (read-only) has been called, so
-    the run has started before its plan is whole."""
-    text = json.dumps(good_plan())
-    cut = text.index("}}, ") + 3  # just past the find step
-
-    async def hold(index: int, _chunk: str) -> None:
-        if index == 1:
-            assert await asyncio.to_thread(kit.searched.wait, 10)
-
-    return ScriptedLLM([Scripted(text, chunks=[text[:cut], text[cut:]]), *more], on_chunk=hold)
 
 
 @pytest.mark.parametrize("answer", [None, False], ids=["deferred", "refused"])
@@ -46,7 +31,7 @@ async def test_a_streamed_plan_stopped_at_its_approval_is_stored_waiting(
     store = open_store(store_url)
     try:
         agent = Agent(
-            _streamed(kit),
+            streamed_good_plan(kit),
             kit.tools,
             approval=lambda _r: answer,
             store=store,
@@ -89,7 +74,7 @@ async def test_a_streamed_deferral_without_a_store_is_refused_as_a_sealed_one_is
 ) -> None:
     """With no store to keep a deferral in, the streamed run says so, as a plan that did not
     stream does (it said "approval refused")."""
-    agent = Agent(_streamed(kit), kit.tools, approval=lambda _r: None, stream=True)
+    agent = Agent(streamed_good_plan(kit), kit.tools, approval=lambda _r: None, stream=True)
     result = await agent.run(GOAL)
     assert result.status == "refused"
     assert result.reason == (
@@ -108,7 +93,7 @@ async def test_a_resume_counts_the_tool_calls_a_stream_made_before_its_seal(
     store = open_store(store_url)
     try:
         agent = Agent(
-            _streamed(kit, Scripted("A summary.")),
+            streamed_good_plan(kit, Scripted("A summary.")),
             kit.tools,
             approval=approve_all,
             store=store,

@@ -13,13 +13,11 @@ is whole. Several cases found bugs, fixed with them (their docstrings say what h
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -30,6 +28,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 import planrail
+from interrupting import lines_until, watched
 from planrail.agent import Agent, AgentResult, approve_all
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine import operations
@@ -162,17 +161,6 @@ async def _plans_afresh(store: Store) -> None:
 # ---------------------------------------------------------------- 1. Ctrl-C / cancellation
 
 
-@contextlib.contextmanager
-def _sigint_not_ignored() -> Iterator[None]:
-    """A child inherits an ignored SIGINT (a shell's background job): handled here while the
-    child starts, SIGINT is back to its default in the child (as tests/cli/test_interrupt.py)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 @pytest.mark.parametrize(
     ("tool", "seen"),
     [("lookup", "find succeeded"), ("stall", "find running")],
@@ -200,29 +188,13 @@ def test_ctrl_c_while_the_plan_streams_exits_130_and_leaves_no_record(
         args = [PLANRAIL, "plan", plan["goal"], "--tools", TOOLS_FILE, "--yes"]
         args += ["--model", "openai:test-model", "--base-url", server.url]
         args += ["--store", f"sqlite:///{db}", "--run-id", "R"]
-        with _sigint_not_ignored():
-            proc = subprocess.Popen(
-                args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            )
-        watchdog = threading.Timer(60, proc.kill)  # never hang the suite
-        watchdog.start()
-        try:
-            assert proc.stdout is not None
-            lines = []
-            for line in proc.stdout:
-                lines.append(line)
-                if seen in line:
-                    break
-            else:
-                raise AssertionError("the command ended before find started:\n" + "".join(lines))
-            proc.send_signal(signal.SIGINT)
-            rest, _ = proc.communicate(timeout=60)
-        finally:
-            watchdog.cancel()
-            release.set()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        with watched(args, env=env) as proc:
+            try:
+                lines = lines_until(proc, seen, "find started")
+                proc.send_signal(signal.SIGINT)
+                rest, _ = proc.communicate(timeout=60)
+            finally:
+                release.set()  # a stream still held lets the server go
     output = "".join(lines) + rest
     assert proc.returncode == 130, output
     assert "Traceback" not in output

@@ -6,7 +6,6 @@ once, doing nothing of what was left."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -14,9 +13,9 @@ import pytest
 import planrail
 from planrail.agent import Agent, approve_all
 from planrail.store import open_store
-from planrail.testing.llm import Scripted, ScriptedLLM
+from planrail.testing.llm import Scripted
 
-from .conftest import Kit
+from .conftest import Kit, streamed_good_plan
 from .plans import GOAL, good_plan
 
 
@@ -31,16 +30,8 @@ async def test_a_failed_streamed_run_resumes_its_whole_plan(
     refused with ``RunBusyError``). The record holds the whole sealed plan and its approval;
     a new runner's resume runs what is left."""
     kit.fail_email = 1  # the mail step fails for good (no retry) the first time
-    text = json.dumps(good_plan())
-    cut = text.index("}}, ") + 3  # just past the find step
-    plan = Scripted(text, chunks=[text[:cut], text[cut:]])
-
-    async def hold(index: int, _chunk: str) -> None:
-        if held and index == 1:  # the rest of the plan once the run has started find
-            assert await asyncio.to_thread(kit.searched.wait, 10)
-
     with open_store(store_url) as store:
-        llm = ScriptedLLM([plan, Scripted("A summary.")], on_chunk=hold)
+        llm = streamed_good_plan(kit, Scripted("A summary."), held=held)
         agent = Agent(llm, kit.tools, approval=approve_all, store=store, stream=True)
         first = await agent.run(GOAL)
     assert first.status == "failed"
@@ -73,20 +64,11 @@ async def test_a_repaired_stream_with_a_store_runs_its_final_plan_once(
     runner finds the final plan recorded, and resumed, calls nothing again."""
     bad = good_plan()
     bad["steps"][2]["tool"] = "create_acount"  # unknown: repaired
-    text = json.dumps(bad)
-    cut = text.index("}}, ") + 3
     good = good_plan()
     good["steps"][0]["args"]["query"] = "graph planning 2024"  # the early step rewritten
 
-    async def hold(index: int, _chunk: str) -> None:
-        if index == 1:  # the rest of the first answer once find has been called
-            assert await asyncio.to_thread(kit.searched.wait, 10)
-
     with open_store(store_url) as store:
-        llm = ScriptedLLM(
-            [Scripted(text, chunks=[text[:cut], text[cut:]]), json.dumps(good), "A summary."],
-            on_chunk=hold,
-        )
+        llm = streamed_good_plan(kit, json.dumps(good), "A summary.", plan=bad)
         agent = Agent(llm, kit.tools, approval=approve_all, store=store, stream=True, run_id="R")
         result = await agent.run(GOAL)
     with open_store(store_url) as store:

@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from starlette.testclient import TestClient
 
 import planrail
-from planning.conftest import Kit, make_kit
+from planning.conftest import Kit, make_kit, streamed_good_plan
 from planning.plans import GOAL, good_plan
 from planrail.agent import Agent, approve_all
 from planrail.errors import ApprovalRefusedError
@@ -149,25 +149,12 @@ def store(url: str) -> Iterator[Store]:
 # ------------------------------------------------------------------ a streamed agent's run
 
 
-def _streamed_llm(kit: Kit) -> ScriptedLLM:
-    """The good plan in two chunks, the second once ``find`` (read-only) has been called: the
-    run starts before its plan is whole (as tests/planning/test_streamed_approval_stored.py)."""
-    text = json.dumps(good_plan())
-    cut = text.index("}}, ") + 3  # just past the find step
-
-    async def hold(index: int, _chunk: str) -> None:
-        if index == 1:
-            assert await asyncio.to_thread(kit.searched.wait, 10)
-
-    return ScriptedLLM([Scripted(text, chunks=[text[:cut], text[cut:]])], on_chunk=hold)
-
-
 def _streamed_waiting(url: str, kit: Kit, run_id: str = "S") -> None:
     """A streamed agent's run stored ``awaiting_approval`` (its approver deferred): ``find``
     ran while the plan streamed; ``acct`` and ``mail`` wait for an approval."""
     with open_store(url) as other:
         agent = Agent(
-            _streamed_llm(kit),
+            streamed_good_plan(kit),
             kit.tools,
             approval=lambda _r: None,
             store=other,

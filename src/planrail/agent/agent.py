@@ -51,7 +51,7 @@ from planrail.policies.security import ApproveCall, SecurityPolicy
 from planrail.runs.budget import record_of
 from planrail.runs.build import prepare, validation_options
 from planrail.runs.llm_step import LLMStepHandler
-from planrail.store.base import Store
+from planrail.store.base import RunRecord, Store
 from planrail.types import Clock, Observer, StepStatus
 
 __all__ = ["Agent", "RunContext"]
@@ -184,8 +184,8 @@ class Agent:
             res.usage = ctx.meter.to_dict()
             return res
         try:
-            self._check_current()
-            await self._first(ctx)
+            stored = self._check_current()
+            await self._first(ctx, stored is not None)
             while (
                 res.status == "failed"
                 and res.replans < self.max_replans
@@ -213,16 +213,17 @@ class Agent:
         res.usage = ctx.meter.to_dict()
         return res
 
-    def _check_current(self) -> None:
+    def _check_current(self) -> RunRecord | None:
         """Before any model is asked (and paid), what every door asks of a stored run under
         the given ``run_id`` (:func:`~planrail.engine.gate.check_current`): an operator refused
         it (:class:`ApprovalRefusedError`: ``refused``), or a replan replaced it
-        (:class:`~planrail.engine.gate.RunReplannedError`: ``error``)."""
+        (:class:`~planrail.engine.gate.RunReplannedError`: ``error``). The stored run, if any."""
         if self.store is None or self.run_id is None:
-            return
+            return None
         stored = self.store.get_run(self.run_id)
         if stored is not None:
             check_current(stored)
+        return stored
 
     def _context(self, goal: str) -> RunContext:
         meter = BudgetMeter(self.budget, self.prices)
@@ -265,10 +266,9 @@ class Agent:
                 except Exception:
                     log.exception("observer %r failed on planner event %s", observer, kind)
 
-    async def _first(self, ctx: RunContext) -> None:
-        # A run stored under the given id resumes if the plan is its own: that is known only
-        # once the plan is whole, so nothing starts early (streaming is for new runs).
-        stored = self.store is not None and self.store.get_run(ctx.run_id) is not None
+    async def _first(self, ctx: RunContext, stored: bool) -> None:
+        # A run stored under the given id (``stored``) resumes if the plan is its own: that is
+        # known only once the plan is whole, so nothing starts early (streaming is for new runs).
         if self.stream and ctx.llm.supports_streaming and not stored:
             from planrail.agent.streaming import run_streamed
 

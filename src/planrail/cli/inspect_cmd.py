@@ -30,7 +30,7 @@ from planrail.cli.common import (
 from planrail.cli.jsonout import json_text
 from planrail.cli.render import STATUS_STYLE, print_issues
 from planrail.engine.events import EventType
-from planrail.engine.gate import REPLANNED_AS, replaced_by
+from planrail.engine.gate import REPLANNED_AS, replaced_by, replaced_note
 from planrail.errors import PlanrailError, StoreNotFoundError
 from planrail.observe.graph import DepGraph, to_dot, to_mermaid
 from planrail.observe.layout import to_svg
@@ -147,9 +147,8 @@ def render_show(console: Console, view: RunView, replanned_as: str | None = None
     if replanned_as is not None:
         console.print(
             Text(
-                f"replaced by {replanned_as}: a replan that reuses this run's finished steps and"
-                f" carries its work on; nothing of this run runs again: resume {replanned_as}"
-                f" (`planrail resume {replanned_as}`)",
+                f"{replaced_note(replanned_as)}; nothing of this run runs again: resume"
+                f" {replanned_as} (`planrail resume {replanned_as}`)",
                 "yellow",
             )
         )

@@ -48,6 +48,7 @@ __all__ = [
     "mark_replanned",
     "policies",
     "replaced_by",
+    "replaced_note",
     "resumes_under",
     "schema_pins",
 ]
@@ -114,7 +115,7 @@ async def _stop_unapproved(
     it, and its resume starts after the read-only steps that finished while it streamed (those
     still running are cancelled: they changed nothing); a deferral without a store is refused.
     The caller then cancels the runner, which finds the run ended."""
-    error = unapproved(ex, needed, answer)
+    error = _unapproved(ex, needed, answer)
     if ex.store is None:
         return
     await ex._cancel_all("stopped: the plan was not approved")
@@ -132,7 +133,7 @@ def _mark_ran(ex: Execution) -> None:
     ex._dirty.update(sid for sid, r in ex.results.items() if r.status != S.PENDING)
 
 
-def unapproved(ex: Execution, needed: list[str], answer: bool | None) -> str:
+def _unapproved(ex: Execution, needed: list[str], answer: bool | None) -> str:
     """Why a run whose approver answered ``answer`` (no or later) does not start; a deferral
     with no store to keep it in is :class:`ApprovalRequiredError`."""
     if answer is None and ex.store is None:
@@ -181,10 +182,9 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
     _adopt_execution(ex, saved.get(EXECUTION))
     kept_security = saved.get("security")
     given = None if ex._security_given is None else ex._security_given.to_dict()
-    if ex._security_given is None:
-        ex.security = None if kept_security is None else SecurityPolicy.from_mapping(kept_security)
-    elif given != kept_security:
-        override(ex, "security", kept_security, given)
+    if given is not None and given != kept_security:
+        override(ex, "security", kept_security, given)  # refused unless policy_override
+    ex.security = resumes_under(stored, ex._security_given, ex.policy_override)
     kept_run = saved.get("run")
     if ex._policy_given is None:
         if isinstance(kept_run, dict):
@@ -237,6 +237,12 @@ def replaced_by(stored: RunRecord) -> str | None:
     return newer if isinstance(newer, str) else None
 
 
+def replaced_note(newer: str) -> str:
+    """What every door says of a run replaced by run version ``newer`` (the refusal of
+    :func:`check_current`, ``planrail show``, the dashboard)."""
+    return f"replaced by {newer}, a replan that reuses its finished steps and carries its work on"
+
+
 def check_current(stored: RunRecord) -> None:
     """A stored run may run again: no operator refused it (:func:`check_not_refused`) and no
     replan replaced it (:class:`RunReplannedError`)."""
@@ -244,9 +250,8 @@ def check_current(stored: RunRecord) -> None:
     newer = replaced_by(stored)
     if newer is not None:
         raise RunReplannedError(
-            f"run '{stored.run_id}' was replanned as '{newer}', which reuses its finished steps"
-            f" and carries its work on: resume '{newer}' instead (resuming this one would run"
-            " again what the replan did)",
+            f"run '{stored.run_id}' was {replaced_note(repr(newer))}: resume '{newer}' instead"
+            " (resuming this one would run again what the replan did)",
             run_id=stored.run_id,
         )
 
@@ -293,17 +298,14 @@ def policies(ex: Execution) -> dict[str, Any]:
         kept[APPROVAL_STEPS] = named
     if ex.budget is not None:  # the LLM budget, spent from again on resume
         kept[BUDGET] = ex.budget({**ex.results, **ex._restored})
-    how = {
-        k: v
-        for k, v in (("max_concurrency", ex.max_concurrency), ("failure_mode", ex.failure_mode))
-        if v != _RUN_DEFAULTS[k]
-    }
-    if how:  # how it runs: a resume that says nothing of it runs so too
+    how: dict[str, Any] = {}  # how it runs, if not by default: a resume that says nothing of
+    if ex.max_concurrency is not None:  # it runs so too (_adopt_execution)
+        how["max_concurrency"] = ex.max_concurrency
+    if ex.failure_mode != "continue":
+        how["failure_mode"] = ex.failure_mode
+    if how:
         kept[EXECUTION] = how
     return kept
-
-
-_RUN_DEFAULTS: dict[str, Any] = {"max_concurrency": None, "failure_mode": "continue"}
 
 
 def _adopt_execution(ex: Execution, saved: Any) -> None:
@@ -377,7 +379,7 @@ async def gate(ex: Execution, needed: list[str]) -> bool:
             assert ex.approval is not None
             ex._ckpt.record_approval(ex.approval, approved)
         return True
-    ex.status, ex.error = "awaiting_approval", unapproved(ex, needed, answer)
+    ex.status, ex.error = "awaiting_approval", _unapproved(ex, needed, answer)
     ex._emit(E.RUN_FINISHED, data={"status": ex.status, "error": ex.error})
     ex._save_final()
     return False

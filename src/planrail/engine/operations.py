@@ -332,8 +332,7 @@ def check_resumable(store: Store, run_id: str, clock: Clock = SYSTEM_CLOCK) -> R
     :class:`ApprovalRefusedError` / :class:`RunReplannedError` if it may never run again
     (:func:`gate.check_current`), and :class:`ApprovalRequiredError` if it waits for an
     approval."""
-    run = _idle_run(store, run_id, clock)
-    check_current(run)
+    run = _current_idle_run(store, run_id, clock)
     if run.status == "awaiting_approval" and run.approval is None:
         raise ApprovalRequiredError(
             f"run '{run_id}' waits for approval, and a resume here has no approver to ask:"

@@ -24,7 +24,7 @@ from planrail.engine.result import StepResult, usage_of
 from planrail.errors import StoreError
 from planrail.llm.budget import BudgetMeter
 from planrail.plan.model import Plan
-from planrail.store.base import Store
+from planrail.store.base import RunRecord, Store
 
 __all__ = ["kept", "record_of", "stored_meter"]
 
@@ -39,28 +39,28 @@ def record_of(meter: BudgetMeter) -> BudgetRecord:
     return record
 
 
-def _saved(store: Store, run_id: str) -> Any:
-    """The budget record stored run ``run_id`` holds (None: not stored, or no budget)."""
-    found = store.get_run(run_id)
-    policies = found.metadata.get("policies") if found is not None else None
+def _saved(stored: RunRecord) -> Any:
+    """The budget record stored run ``stored`` holds (None: it has no budget)."""
+    policies = stored.metadata.get("policies")
     return policies.get(BUDGET) if isinstance(policies, dict) else None
 
 
-def kept(store: Store, run_id: str) -> BudgetRecord | None:
-    """What a resume given no model stores of run ``run_id``'s budget: the record it holds,
-    unchanged (its ``llm_call`` steps cannot run, and a later resume with a model spends from
-    that budget still); None if it has none."""
-    saved = _saved(store, run_id)
+def kept(stored: RunRecord) -> BudgetRecord | None:
+    """What a resume given no model stores of stored run ``stored``'s budget: the record it
+    holds, unchanged (its ``llm_call`` steps cannot run, and a later resume with a model spends
+    from that budget still); None if it has none."""
+    saved = _saved(stored)
     return None if saved is None else lambda _steps: saved
 
 
 def stored_meter(
-    store: Store, run_id: str, plan: Plan, model: str
+    store: Store, stored: RunRecord, plan: Plan, model: str
 ) -> tuple[BudgetMeter, BudgetRecord] | None:
-    """The meter of stored run ``run_id``'s budget, with what the run has spent (its steps'
-    usage priced as ``model`` unless a step names its own), and its record to store again
-    unchanged; None if the run is not stored or has no budget."""
-    saved = _saved(store, run_id)
+    """The meter of stored run ``stored``'s budget, with what the run has spent (its steps'
+    usage, read from ``store``, priced as ``model`` unless a step names its own), and its
+    record to store again unchanged; None if the run has no budget."""
+    run_id = stored.run_id
+    saved = _saved(stored)
     if saved is None:
         return None
     try:

@@ -30,7 +30,7 @@ from planrail.policies.security import ApproveCall, SecurityPolicy, check_securi
 from planrail.runs.budget import kept as kept_budget
 from planrail.runs.budget import record_of, stored_meter
 from planrail.runs.llm_step import LLMStepHandler
-from planrail.store.base import Store, check_store
+from planrail.store.base import RunRecord, Store, check_store
 from planrail.types import Clock, Observer
 
 __all__ = ["PlanInput", "ToolsInput", "arun", "prepare", "resume", "run", "validation_options"]
@@ -98,7 +98,11 @@ def prepare(
     Raises :class:`~planrail.PlanValidationError` (with every issue) if the plan is invalid.
     """
     registry = ToolRegistry.of(tools)
-    options = validation_options(_validated_under(store, run_id, security, policy_override))
+    # A run stored under ``run_id`` is read once here: its policies decide how the plan is
+    # validated (the one it will run under), and its LLM budget what the run spends from.
+    stored = store.get_run(run_id) if store is not None and run_id is not None else None
+    under = security if stored is None else resumes_under(stored, security, policy_override)
+    options = validation_options(under)
     source = Path(plan) if isinstance(plan, str) and _looks_like_path(plan) else plan
     actions: dict[str, ActionHandler] = {}
     # Everything built here lives as long as the run, which keeps it out of full collections
@@ -116,11 +120,11 @@ def prepare(
             report = check_plan(plain, registry, options=options, limits=limits, warnings=False)
             checked = report.compiled_or_raise()
         if llm is not None:
-            llm, models, metered = _metered(llm, models, store, run_id, checked.plan)
+            llm, models, metered = _metered(llm, models, store, stored, checked.plan)
             actions["llm_call"] = LLMStepHandler(llm, models=models)
             budget = budget or metered
-        elif budget is None and store is not None and run_id is not None:
-            budget = kept_budget(store, run_id)  # a resume with no model keeps the run's
+        elif budget is None and stored is not None:
+            budget = kept_budget(stored)  # a resume with no model keeps the run's
         actions.update(handlers or {})
         return Execution(
             checked,
@@ -155,17 +159,17 @@ def _metered(
     llm: LLM,
     models: Callable[[str], LLM] | None,
     store: Store | None,
-    run_id: str | None,
+    stored: RunRecord | None,
     plan: Plan,
 ) -> tuple[LLM, Callable[[str], LLM] | None, BudgetRecord | None]:
     """The clients ``llm_call`` steps ask, and what the run stores of its LLM budget: the
-    caller's meter (an Agent's: planning spent from it too), else the budget a stored run
-    under ``run_id`` was started with, spent from where it stands (:mod:`planrail.runs.budget`)."""
+    caller's meter (an Agent's: planning spent from it too), else the budget the ``stored``
+    run was started with, spent from where it stands (:mod:`planrail.runs.budget`)."""
     if isinstance(llm, MeteredLLM):
         return llm, models, record_of(llm.meter) if llm.meter.limited else None
-    if store is None or run_id is None:
+    if store is None or stored is None:
         return llm, models, None
-    found = stored_meter(store, run_id, plan, llm.model)
+    found = stored_meter(store, stored, plan, llm.model)
     if found is None:
         return llm, models, None
     meter, record = found
@@ -224,19 +228,6 @@ def resume(run_id: str, tools: ToolsInput, *, store: Store, **options: Any) -> E
         )
     options.setdefault("reason", "resume")
     return prepare(report.compiled, registry, run_id=run_id, store=store, **options)
-
-
-def _validated_under(
-    store: Store | None, run_id: str | None, security: SecurityPolicy | None, override: bool
-) -> SecurityPolicy | None:
-    """The security policy a run's plan is validated under: the one it will run under. For a
-    stored run that is its stored policy unless ``security`` overrides it, so that a policy
-    given that differs is refused as such (``PolicyMismatchError``, ``gate.adopt``), not as a
-    plan that policy would not let start."""
-    if store is None or run_id is None:
-        return security
-    stored = store.get_run(run_id)
-    return security if stored is None else resumes_under(stored, security, override)
 
 
 def _strict(security: SecurityPolicy | None) -> bool:

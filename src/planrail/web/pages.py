@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 
 from planrail._json import encodable
+from planrail.engine.gate import REPLANNED_AS, replaced_note
 from planrail.web.paths import run_path
 from planrail.web.views import UNKNOWN, status_colors
 
@@ -56,17 +57,11 @@ def run_list(csrf: str, filters: dict[str, str]) -> str:
     return _shell("runs", csrf, body, {"colors": status_colors()}, "list")
 
 
-def _replaced_note(newer: str) -> str:
-    """Why nothing of a run replaced by run version ``newer`` runs again (the page's words for
-    :class:`~planrail.engine.gate.RunReplannedError`)."""
-    return f"replaced by {newer}, which reuses its finished steps and carries its work on"
-
-
 def _no_resume(info: dict[str, Any]) -> str | None:
     """Why the run cannot be resumed from here, or None."""
-    newer = info.get("replanned_as")
+    newer = info.get(REPLANNED_AS)
     if newer:
-        return f"resume disabled: {_replaced_note(newer)}; resume {newer}"
+        return f"resume disabled: {replaced_note(newer)}; resume {newer}"
     if not info["can_resume"]:
         return "resume disabled: start `planrail ui` with --tools/--catalog to run steps from here"
     return None
@@ -91,13 +86,12 @@ def _run_link(run_id: str) -> str:
 def _versions(info: dict[str, Any]) -> str:
     """The plan versions the store links this run to: the one that replaced it (resume that
     one) and the one it replaced."""
-    newer, older = info.get("replanned_as"), info.get("replaces")
+    newer, older = info.get(REPLANNED_AS), info.get("replaces")
     lines = []
     if newer:
         lines.append(
-            f'<div id="replaced" class="replaced">replaced by {_run_link(newer)}, a replan that'
-            " reuses this run's finished steps and carries its work on: nothing of this run"
-            f" runs again; resume {_run_link(newer)}</div>"
+            f'<div id="replaced" class="replaced">{replaced_note(_run_link(newer))}: nothing'
+            f" of this run runs again; resume {_run_link(newer)}</div>"
         )
     if older:
         lines.append(f'<div id="replaces" class="muted">replan of {_run_link(older)}</div>')
@@ -133,9 +127,9 @@ def run_page(csrf: str, info: dict[str, Any], svg: str, gantt: str) -> str:
 <section id="timeline" class="timeline">{gantt}</section>
 <aside id="drawer" class="drawer" hidden><button type="button" id="drawer-close">×</button>
 <div id="drawer-body"></div></aside>"""
-    newer = info.get("replanned_as")
+    newer = info.get(REPLANNED_AS)
     # the drawer's retry and resolve are disabled with this reason (the script reads it)
-    no_step_action = None if not newer else f"{_replaced_note(newer)}; retry or resume {newer}"
+    no_step_action = None if not newer else f"{replaced_note(newer)}; retry or resume {newer}"
     data = {"run": info, "colors": status_colors(), "no_step_action": no_step_action}
     return _shell(f"run {info['run_id']}", csrf, body, data, "run")
 
