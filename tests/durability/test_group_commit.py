@@ -191,7 +191,7 @@ async def test_intents_queued_while_outcomes_are_unsaved_wait_for_the_outcome_co
     ckpt.open()
     unsaved = ckpt.unsaved = asyncio.get_running_loop().create_future()
     root = plan.steps[0]
-    waiting = ckpt.intent(StepResult(root.id), root, None, 1, {"step": "root"})
+    waiting = ckpt.intent(StepResult(root.id), root, f"h1:{root.id}", 1, {"step": "root"})
     before = len(store.commits)
     ckpt.commit_intents()
     assert len(store.commits) == before

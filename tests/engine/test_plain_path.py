@@ -139,11 +139,11 @@ async def test_a_failed_plain_step_reports_whether_it_could_be_retried() -> None
 
 async def test_the_before_attempt_hook_sees_plain_steps_too() -> None:
     """The security policy and intent records hang on ``before_attempt``: a plain step calls it
-    once, with the resolved arguments, before the tool runs."""
-    seen: list[tuple[str, int | None, int, Any]] = []
+    once, with the resolved arguments and the call's key, before the tool runs."""
+    seen: list[tuple[str, int | None, int, Any, str]] = []
 
-    def hook(step: Step, item: int | None, attempt: int, args: Any) -> None:
-        seen.append((step.id, item, attempt, args))
+    def hook(step: Step, item: int | None, attempt: int, args: Any, key: str) -> None:
+        seen.append((step.id, item, attempt, args, key))
 
     registry = ToolRegistry.of([flaky])
     runner = StepRunner({"tool_call": ToolAction(registry, LocalRunner())}, before_attempt=hook)
@@ -154,7 +154,7 @@ async def test_the_before_attempt_hook_sees_plain_steps_too() -> None:
 
     outcome = await runner.run(step, {"src": {"n": 4}}, context)
     assert outcome.output == {"n": 8}
-    assert seen == [("a", None, 1, {"n": 4})]
+    assert seen == [("a", None, 1, {"n": 4}, "run:a")]
 
 
 @planrail.tool(side_effects="none", resource="api")

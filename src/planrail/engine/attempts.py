@@ -35,8 +35,9 @@ __all__ = ["Attempt", "AttemptLoop", "Result", "Tally", "race"]
 
 T = TypeVar("T")
 
-BeforeAttempt = Callable[[Any, int | None, int, Any], Any]
-"""``before_attempt(step, item_index, attempt, args)``; may return an awaitable."""
+BeforeAttempt = Callable[[Any, int | None, int, Any, str], Any]
+"""``before_attempt(step, item_index, attempt, args, key)``, ``key`` the call's idempotency key
+(``StepContext.idempotency_key``); may return an awaitable."""
 OnAttempt = Callable[[Any, dict[str, Any]], None]
 """``on_attempt(step, record)`` after every attempt (``record["error"]`` is None on success)."""
 CallCheck = Callable[[Any, int | None, dict[str, Any], Any], "BaseException | None"]
@@ -137,7 +138,7 @@ class Attempt:
     overlap: bool = False
     """A retry may start while the call it replaces still runs (an abandoned sync call):
     :attr:`planrail.plan.effects.Effect.retry_may_overlap`."""
-    key: str | None = None
+    key: str = ""
     """The call's idempotency key (``StepContext.idempotency_key``)."""
 
 
@@ -186,7 +187,7 @@ class AttemptLoop:
         refused = self.refused(a.step, a.item, a.extra, a.args)  # retries are not new calls
         if refused is not None:
             return refused
-        if a.key is not None and not a.overlap and still_running(a.key):
+        if a.key and not a.overlap and still_running(a.key):
             return Result(False, exc=_still_running(sid, a.key), args=a.args)
         for k in range(1, a.policy.max_attempts + 1):
             running: Leftovers = []
@@ -205,7 +206,7 @@ class AttemptLoop:
                 tally.attempts += 1
                 n = tally.attempts
                 if self.before_attempt is not None:
-                    hooked = self.before_attempt(a.step, a.item, n, a.args)
+                    hooked = self.before_attempt(a.step, a.item, n, a.args, a.key)
                     if hooked is not None and inspect.isawaitable(hooked):
                         await hooked
                 began = clock.monotonic()
@@ -243,7 +244,7 @@ class AttemptLoop:
                     return Result(True, output, args=a.args)
                 finally:
                     stop_watching(token)
-                    if found.running and a.key is not None:  # timed out or cancelled: a
+                    if found.running and a.key:  # timed out or cancelled: a
                         keep_running(a.key, found.running)  # later run here waits for it
                 running = [f for f in found.running if not f.done()]
                 # An unsafe call that could not be stopped runs on, was killed mid-call, or was

@@ -370,21 +370,20 @@ class Checkpointer:
         )
 
     def intent(
-        self, result: StepResult, step: Step, item: int | str | None, attempt: int, args: Any
+        self, result: StepResult, step: Step, key: str, attempt: int, args: Any
     ) -> asyncio.Future[None]:
-        """Queue the intent to call ``step`` (item ``item``) with ``args``: the returned future
-        is done once the intent is committed, and the call must wait for it. ``item`` is the
-        unit of the step the call is for, keyed ``RUN_ID:STEP:item``: an item's index, or a
-        fallback call's ``fallback`` / ``i:fallback`` (:func:`~.step_runner.fallback_unit`).
+        """Queue the intent to call ``step`` with ``args`` under idempotency key ``key`` (the
+        step runner's: ``RUN_ID:STEP``, an item's ``RUN_ID:STEP:i``, a fallback call's with
+        ``:fallback``): the returned future is done once the intent is committed, and the call
+        must wait for it.
 
         Intents queued in one turn of the event loop are committed together in one transaction
         (group commit: one fsync for a whole wave of steps), with the outcomes committed in that
         turn if there are any. Each call still waits for its own intent to be durable.
         """
-        step_key = step.id if item is None else f"{step.id}:{item}"
-        key = f"{self.run_id}:{step_key}"
+        step_key = key[len(self.run_id) + 1 :]  # STEP, or STEP:unit
         digest = args_hash(args)
-        if item is None:
+        if step_key == step.id:
             self._digests[step.id] = (args, digest)
         record = self._clean(
             _record(

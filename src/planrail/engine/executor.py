@@ -39,7 +39,6 @@ from planrail.engine.step_runner import (
     Outcome,
     StepRunner,
     ToolAction,
-    fallback_unit,
 )
 from planrail.errors import (
     CallCrashedError,
@@ -838,10 +837,10 @@ class Execution:
         return make
 
     def _before_attempt(
-        self, step: Step, item: int | None, attempt: int, args: Any
+        self, step: Step, item: int | None, attempt: int, args: Any, key: str
     ) -> Awaitable[None] | None:
-        """Called right before each call of a step's action: the security policy vets a tool
-        call (when the run has one), then the intent is recorded if it matters."""
+        """Called right before each call of a step's action, keyed ``key``: the security policy
+        vets a tool call (when the run has one), then the intent is recorded if it matters."""
         if self.redactor is not None:
             self.redactor.learn_args(step.id, args)
         self._calling[step.id] = self._calling.get(step.id, 0) + 1
@@ -849,33 +848,29 @@ class Execution:
             items = self._item_calls.setdefault(step.id, {})
             items[item] = items.get(item, 0) + 1
         if self._guard is not None and step.action == "tool_call":
-            return self._admit(step, item, attempt, args)
-        return self._stored_first(step, item, attempt, args)
+            return self._admit(step, item, attempt, args, key)
+        return self._stored_first(step, attempt, args, key)
 
-    async def _admit(self, step: Step, item: int | None, attempt: int, args: Any) -> None:
+    async def _admit(self, step: Step, item: int | None, attempt: int, args: Any, key: str) -> None:
         """The security policy vets the call (may raise), then the intent is recorded."""
         assert self._guard is not None
         await self._guard.admit(step, item, attempt, args, self.outputs)
-        stored = self._stored_first(step, item, attempt, args)
+        stored = self._stored_first(step, attempt, args, key)
         if stored is not None:
             await stored
 
     def _stored_first(
-        self, step: Step, item: int | None, attempt: int, args: Any
+        self, step: Step, attempt: int, args: Any, key: str
     ) -> Awaitable[None] | None:
-        """What must be committed before this call: its intent if it changes the world (with
-        the others of this loop turn, and the outcomes that started it if they are unsaved),
-        else the outcomes being committed (:attr:`Checkpointer.unsaved`), else nothing."""
+        """What must be committed before this call: its intent, keyed ``key``, if it changes
+        the world (with the others of this loop turn, and the outcomes that started it if they
+        are unsaved), else the outcomes being committed (:attr:`Checkpointer.unsaved`), else
+        nothing."""
         ckpt = self._ckpt
         if ckpt is None:
             return None
         if ckpt.needs_intent(step):
-            # The intent is keyed STEP, or STEP:unit: a fallback call's own key is its unit's
-            # with ":fallback" (step_runner.fallback_key), never the step's own.
-            unit: int | str | None = item
-            if self._runner is not None and self._runner.is_fallback(step):
-                unit = fallback_unit(item)
-            return ckpt.intent(self.results[step.id], step, unit, attempt, args)
+            return ckpt.intent(self.results[step.id], step, key, attempt, args)
         return None if ckpt.unsaved is None else asyncio.shield(ckpt.unsaved)
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:

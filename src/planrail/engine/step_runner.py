@@ -78,7 +78,6 @@ __all__ = [
     "StepRunner",
     "ToolAction",
     "fallback_key",
-    "fallback_unit",
 ]
 
 
@@ -92,16 +91,11 @@ _UNKNOWN = tool_effect(None)
 _FALLBACK = "fallback"
 
 
-def fallback_unit(item: int | None) -> str:
-    """What follows ``STEP`` in the key of a fallback tool's call: ``fallback``, or
-    ``i:fallback`` for item ``i`` of a fan-out — the unit's own key with ``:fallback``."""
-    return _FALLBACK if item is None else f"{item}:{_FALLBACK}"
-
-
 def fallback_key(key: str) -> str:
     """The idempotency key of the fallback call of the unit keyed ``key`` (``RUN_ID:STEP`` or
     ``RUN_ID:STEP:i``): its own, the same on every attempt and resume, so that its intent (with
-    the fallback's arguments) never meets the step's (with the step's)."""
+    the fallback's arguments) never meets the step's (with the step's). The one place a call's
+    key is made: the ``before_attempt`` hook, and so the call's intent, receive it."""
     return f"{key}:{_FALLBACK}"
 
 
@@ -290,23 +284,24 @@ class StepRunner:
             if refused is not None:
                 return outcome_of(refused, Tally())
         # Its one attempt, announced as AttemptLoop.run announces each.
+        ctx = context(1)
         before = loop.before_attempt
         if before is not None:
-            hooked = before(step, None, 1, args)
+            hooked = before(step, None, 1, args, ctx.idempotency_key)
             if hooked is not None and inspect.isawaitable(hooked):
                 await hooked
         began = self.clock.monotonic()
-        ctx = context(1) if tool.context_param is not None else None
         try:
             try:
-                output = action.finish(tool, await action.start(tool, copy_json(args), ctx))
+                given = ctx if tool.context_param is not None else None
+                output = action.finish(tool, await action.start(tool, copy_json(args), given))
             except Exception:
                 raise
             except BaseException as exc:
                 if isinstance(exc, asyncio.CancelledError):
                     left = abandoned_here()  # its thread runs on: a later run here waits
                     if left:
-                        keep_running(context(1).idempotency_key, left)
+                        keep_running(ctx.idempotency_key, left)
                 escaped(step.id, 1, exc)
         except Exception as exc:
             tally = Tally(1)
@@ -562,11 +557,6 @@ class StepRunner:
         else:
             res.reason = f"it failed ({why}) and so did its fallback tool '{fb.tool}'"
         return res
-
-    def is_fallback(self, step: Step) -> bool:
-        """Whether ``step`` is the stand-in this runner calls a step's fallback tool as (what
-        the ``before_attempt`` hook receives for a fallback call)."""
-        return self._fallback_steps.get(step.id) is step
 
     def _fallback_step(self, step: Step) -> Step:
         fb_step = self._fallback_steps.get(step.id)
