@@ -129,3 +129,26 @@ def test_show_secrets_is_the_explicit_opt_in(tmp_path: Path) -> None:
     proc = _cli("run", str(plan), *args)
     ran = {s["id"]: s for s in json.loads(proc.stdout)["steps"]}
     assert ran["v"]["output"] == {"token": VAULT}
+
+
+def test_resume_of_a_run_with_secrets_in_its_plan_says_how_to_continue_it(tmp_path: Path) -> None:
+    """A stored plan holds ``***`` where the plan had a secret literal: ``planrail resume``
+    resumes as every door does (``planrail.runs.resume``) and says to continue it with the
+    plan file (exit 2), as the Python API, MCP and the dashboard say; it runs nothing."""
+    tools = tmp_path / "tools.py"
+    tools.write_text(TOOLS)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = _cli(
+        "run", str(plan), "--tools", str(tools), "--store", store, "--yes", "--run-id", "r1"
+    )
+    assert first.returncode == 1  # step c failed: the run is resumable
+    again = _cli("resume", "r1", "--tools", str(tools), "--store", store, "--yes")
+    out = again.stdout + again.stderr
+    assert again.returncode == 2, out
+    assert "secret values written in its plan" in out
+    assert "planrail run PLAN --run-id r1" in " ".join(out.split())
+    _clean(again)
+    shown = json.loads(_cli("show", "r1", "--store", store, "--json").stdout)
+    assert shown["status"] == "failed"  # untouched

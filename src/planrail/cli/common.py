@@ -151,6 +151,26 @@ OverridePolicyOpt = Annotated[
     ),
 ]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve the plan without asking.")]
+# How a run runs is stored with it (planrail.engine.gate._adopt_execution): a resume given
+# neither option runs as the run last did; one given an option runs so from then on.
+MaxConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-concurrency",
+        min=1,
+        help="Most steps running at once. Stored with the run: a resume without it keeps"
+        " the run's; one with it sets the run's from then on.",
+    ),
+]
+FailFastOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fail-fast",
+        help="Cancel everything in flight on the first failure. Stored with the run: a resume"
+        " without it keeps the run's mode, so a run started with it stays fail-fast (no option"
+        " turns it off).",
+    ),
+]
 ModelOpt = Annotated[
     str | None,
     typer.Option(

@@ -13,7 +13,9 @@ from planrail.cli.common import (
     BaseUrlOpt,
     CatalogOpt,
     ExitCode,
+    FailFastOpt,
     JsonOpt,
+    MaxConcurrencyOpt,
     ModelOpt,
     PolicyOpt,
     QuietOpt,
@@ -43,15 +45,16 @@ from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.printable import console as printable_console
 from planrail.cli.render import print_issues, print_warnings
-from planrail.errors import PlanrailError
+from planrail.errors import PlanrailError, PlanValidationError
 from planrail.plan.validate import (
     LEVELS,
     LINT_CODES,
     Level,
     ValidationOptions,
+    ValidationReport,
     check_plan,
 )
-from planrail.runs import prepare
+from planrail.runs import prepare, resume
 from planrail.runs.build import validation_options
 
 __all__: list[str] = []
@@ -117,12 +120,8 @@ def run_cmd(
     tools: ToolsOpt = None,
     catalog: CatalogOpt = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Id for this run.")] = None,
-    max_concurrency: Annotated[
-        int | None, typer.Option("--max-concurrency", min=1, help="Most steps running at once.")
-    ] = None,
-    fail_fast: Annotated[
-        bool, typer.Option("--fail-fast", help="Cancel everything in flight on the first failure.")
-    ] = False,
+    max_concurrency: MaxConcurrencyOpt = None,
+    fail_fast: FailFastOpt = False,
     store: StoreOpt = None,
     yes: YesOpt = False,
     quiet: QuietOpt = False,
@@ -173,6 +172,7 @@ def run_cmd(
         trace=trace,
         json_out=json_out,
         show_secrets=show_secrets,
+        source=str(plan),
     )
 
 
@@ -186,21 +186,31 @@ def run(
     trace: Path | None,
     json_out: bool,
     show_secrets: bool = False,
+    source: str = "the plan",
+    resumes: str | None = None,
     **options: object,
 ) -> None:
-    """Build the run through the one run path, drive it on the terminal, print, exit."""
+    """Build the run through the one run path (:func:`planrail.runs.resume` of stored run
+    ``resumes``, as every door resumes one, else :func:`planrail.runs.prepare` of ``plan``),
+    drive it on the terminal, print, exit.
+
+    A plan the run path finds invalid (a resume validates it under the security policy it
+    resumes under, :func:`planrail.engine.gate.resumes_under`) is reported as ``validate``
+    reports one, naming it ``source``: exit 3, nothing executed."""
     from planrail.cli.common import terminal_approver
     from planrail.cli.progress import attach_observers
 
     try:
-        approver = terminal_approver(console, yes=yes, json_out=json_out)
-        execution = prepare(
-            plan,  # type: ignore[arg-type]
-            registry,  # type: ignore[arg-type]
-            approver=approver,
-            approve_call=ask_call(console) if options.get("security") is not None else None,
-            **options,  # type: ignore[arg-type]
-        )
+        options["approver"] = terminal_approver(console, yes=yes, json_out=json_out)
+        if options.get("security") is not None:
+            options["approve_call"] = ask_call(console)
+        if resumes is not None:
+            execution = resume(resumes, registry, **options)  # type: ignore[arg-type]
+        else:
+            execution = prepare(plan, registry, **options)  # type: ignore[arg-type]
+    except PlanValidationError as exc:
+        report_invalid(console, ValidationReport(errors=exc.issues), source, json_out)
+        raise typer.Exit(ExitCode.INVALID_PLAN) from None
     except PlanrailError as exc:
         raise fail(console, exc.message, ExitCode.USAGE) from None
     attach_observers(execution, trace, console)

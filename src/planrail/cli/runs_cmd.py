@@ -12,7 +12,9 @@ from planrail.cli.common import (
     BaseUrlOpt,
     CatalogOpt,
     ExitCode,
+    FailFastOpt,
     JsonOpt,
+    MaxConcurrencyOpt,
     ModelOpt,
     OverridePolicyOpt,
     PolicyOpt,
@@ -36,14 +38,12 @@ from planrail.cli.common import (
 )
 from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
-from planrail.cli.render import print_issues
 from planrail.cli.run_cmd import run as run_on_terminal
 from planrail.engine import operations
 from planrail.engine.checkpoint import load_result
 from planrail.engine.gate import REPLANNED_AS, replaced_by
 from planrail.errors import PlanLoadError, PlanrailError
 from planrail.plan.loader import PlanLimits, load_document
-from planrail.plan.validate import validate
 from planrail.store import RUN_STATUSES, RunRecord
 
 __all__: list[str] = []
@@ -61,6 +61,8 @@ def resume_cmd(
         float,
         typer.Option("--wait", min=0, help="Seconds to wait while another runner holds the run."),
     ] = 0.0,
+    max_concurrency: MaxConcurrencyOpt = None,
+    fail_fast: FailFastOpt = False,
     yes: YesOpt = False,
     policy: PolicyOpt = None,
     strict: StrictOpt = False,
@@ -75,9 +77,10 @@ def resume_cmd(
 ) -> None:
     """Continue a run from its checkpoint: succeeded steps are not run again.
 
-    The run's stored security and run policies apply again, and its stored approval must be
-    for its plan as stored. While another runner holds the run's lease, fail at once (exit 2),
-    or wait up to --wait seconds for it to finish or for its lease to expire.
+    The run's stored security and run policies apply again, and so do its --max-concurrency
+    and --fail-fast unless given here (given, they are the run's from then on); its stored
+    approval must be for its plan as stored. While another runner holds the run's lease, fail
+    at once (exit 2), or wait up to --wait seconds for it to finish or for its lease to expire.
     """
     console = out(json_out)
     the_store = open_store_or_exit(store, console, create=False)
@@ -91,29 +94,27 @@ def resume_cmd(
         console.print(f"run {run_id} already succeeded; nothing to do")
         emit_result(result, console, json_out=json_out)
         raise typer.Exit(ExitCode.OK)
-    report = validate(run.plan, registry)
-    if report.plan is None:
-        if json_out:
-            print(json_text(report.to_dict()))
-        else:
-            print_issues(console, report, f"the plan of run {run_id}")
-        raise typer.Exit(ExitCode.INVALID_PLAN)
+    # The run path resumes it as every door does (planrail.runs.resume): it validates the
+    # stored plan under the security policy the run resumes under (gate.resumes_under).
     run_on_terminal(
         console,
-        report.plan,
+        None,
         registry,
-        run_id=run_id,
+        resumes=run_id,
         store=the_store,
         lease_wait=wait,
         security=security_policy(policy, strict, console),
         policy_override=override_policy,
         llm=open_llm_or_exit(model, base_url, console),
-        tool_runner=tool_runner_for(backend, ray_address, None, console),
+        tool_runner=tool_runner_for(backend, ray_address, max_concurrency, console),
+        max_concurrency=max_concurrency,
+        failure_mode="fail_fast" if fail_fast else "continue",
         reason="resume",
         yes=yes,
         quiet=quiet,
         trace=trace,
         json_out=json_out,
+        source=f"the plan of run {run_id}",
     )
 
 
