@@ -155,3 +155,19 @@ def test_a_stored_plan_invalid_under_the_policy_it_resumes_under_exits_3(
     assert "the plan of run R is invalid" in result.output
     assert "placeholder_literal" in result.output
     assert flight.calls == []
+
+
+def test_no_fail_fast_given_to_resume_goes_on_past_failures_from_then_on(
+    cli: Cli, flight: Flight
+) -> None:
+    """Started with ``--fail-fast``: ``resume --no-fail-fast`` calls ``x`` after ``bad``
+    failed (one call at a time, in plan order), and so does the next resume, given neither."""
+    _stored_waiting(
+        cli, flight, [{"name": "bad"}, {"name": "x"}], "--fail-fast", "--max-concurrency", "1"
+    )
+    for given in (["--no-fail-fast"], []):
+        flight.expect(failing=("bad", "x"))
+        code, data = cli.json("resume", "R", "--tools", TOOLS, *given, "--yes", "--json")
+        assert code == 1
+        assert flight.calls == ["bad", "x"]
+        assert _statuses(data) == {"s1": "failed", "s2": "failed"}

@@ -1,6 +1,6 @@
 """A run started with ``max_concurrency`` or ``failure_mode="fail_fast"`` resumes so: both are
-stored with its policies, and a resume that says nothing of them (``planrail resume`` has no
-such options; MCP ``resume_run`` and the dashboard pass none) runs as it was started. A resume
+stored with its policies, and a resume that says nothing of them (``planrail resume`` given
+neither option; MCP ``resume_run`` and the dashboard pass none) runs as it last ran. A resume
 used to run with neither: up to 64 calls at once against an API the run was limited to one at
 a time for, and on past a failure it was told to stop at."""
 
@@ -18,18 +18,19 @@ from planrail.store import open_store
 
 CALLS: list[str] = []
 RUNNING: dict[str, int] = {"now": 0, "peak": 0}
+FAILING = {"bad"}
 
 
 @planrail.tool(side_effects="keyed")
 async def call_api(name: str) -> str:
-    """Records the calls under way at once; ``bad`` fails for good."""
+    """Records the calls under way at once; those in ``FAILING`` (``bad``) fail for good."""
     CALLS.append(name)
     RUNNING["now"] += 1
     RUNNING["peak"] = max(RUNNING["peak"], RUNNING["now"])
     try:
         await asyncio.sleep(0)  # the others may start meanwhile, if nothing holds them
         await asyncio.sleep(0)
-        if name == "bad":
+        if name in FAILING:
             raise ValueError("the API said no")
         return name
     finally:
@@ -82,3 +83,31 @@ async def test_a_resume_of_a_fail_fast_run_stops_at_its_first_failure(store_url:
     assert done.status == "failed"
     assert CALLS == ["bad"]
     assert done.steps["later"].status in ("skipped", "cancelled")
+
+
+async def test_a_resume_given_continue_turns_fail_fast_off_from_then_on(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``failure_mode="continue"`` given to a resume is the run's from then on (``planrail
+    resume --no-fail-fast``): ``bad`` fails and ``also_bad`` is called still, on that resume
+    and on the next, given nothing. Only an unset ``failure_mode`` keeps the stored one;
+    ``continue`` was taken for unset, so a fail-fast run could never go on past a failure."""
+    monkeypatch.setattr(__name__ + ".FAILING", {"bad", "also_bad"})
+    plan = _plan("bad", "also_bad")
+    options: dict[str, Any] = {"max_concurrency": 1, "failure_mode": "fail_fast"}
+    with open_store(store_url) as store:
+        first = planrail.prepare(
+            plan, [call_api], store=store, run_id="R", approver=defer, **options
+        )
+        assert (await first.run()).status == "awaiting_approval"
+        operations.approve(store, "R")
+    for given in ({"failure_mode": "continue"}, {}):
+        CALLS.clear()
+        with open_store(store_url) as store:
+            done = await planrail.resume("R", [call_api], store=store, **given).run()
+            kept = store.get_run("R")
+        assert done.status == "failed"
+        assert CALLS == ["bad", "also_bad"]
+        assert done.steps["also_bad"].status == "failed"
+        assert kept is not None
+        assert kept.metadata["policies"]["execution"] == {"max_concurrency": 1}

@@ -114,7 +114,7 @@ class Agent:
         clock: Clock = SYSTEM_CLOCK,
         observers: Iterable[Observer] = (),
         max_concurrency: int | None = None,
-        failure_mode: FailureMode = "continue",
+        failure_mode: FailureMode | None = None,
         models: Callable[[str], LLM] | None = None,
         summary_chars: int = 4000,
         replan_view: ReplanView | None = None,
@@ -145,7 +145,7 @@ class Agent:
         self.clock = clock
         self.observers = list(observers)
         self.max_concurrency = max_concurrency
-        self.failure_mode: FailureMode = failure_mode
+        self.failure_mode: FailureMode | None = failure_mode
         self.models = models
         self.summary_chars = summary_chars
         self.replan_view = replan_view or ReplanView(max_chars=summary_chars)

@@ -137,7 +137,7 @@ def _check_options(
             )
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
-    if failure_mode not in get_args(FailureMode):
+    if failure_mode is not None and failure_mode not in get_args(FailureMode):
         raise ValueError(f"failure_mode must be 'continue' or 'fail_fast', not {failure_mode!r}")
     missing = [m for m in ("now", "monotonic", "sleep") if not callable(getattr(clock, m, None))]
     if missing:
@@ -170,7 +170,7 @@ class Execution:
         *,
         run_id: str | None = None,
         max_concurrency: int | None = None,
-        failure_mode: FailureMode = "continue",
+        failure_mode: FailureMode | None = None,
         clock: Clock = SYSTEM_CLOCK,
         observers: Iterable[Observer] = (),
         handlers: Mapping[str, ActionHandler] | None = None,
@@ -206,7 +206,9 @@ class Execution:
         plan = self.plan = self.compiled.plan
         self.run_id = run_id if run_id is not None else new_run_id()
         self.max_concurrency = max_concurrency
-        self.failure_mode = failure_mode
+        self.failure_mode: FailureMode = failure_mode or "continue"
+        self._failure_mode_given = failure_mode is not None
+        """A resume not given one keeps the run's stored mode (:func:`.gate.adopt`)."""
         self.clock = clock
         self.observers = observers  # a list already (checked above)
         self.store = store

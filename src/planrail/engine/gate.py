@@ -309,15 +309,15 @@ def policies(ex: Execution) -> dict[str, Any]:
 
 
 def _adopt_execution(ex: Execution, saved: Any) -> None:
-    """A resume given no ``max_concurrency`` (or the default ``failure_mode``) runs as the run
-    was started: ``--max-concurrency 2 --fail-fast`` hold over ``planrail resume`` too. Given,
-    they are the run's from then on."""
+    """A resume given no ``max_concurrency`` (no ``failure_mode``) runs as the run last ran:
+    ``--max-concurrency 2 --fail-fast`` hold over ``planrail resume`` too. Given, they are the
+    run's from then on (``failure_mode="continue"``, ``--no-fail-fast``, turns fail-fast off)."""
     if not isinstance(saved, dict):
         return
     width = saved.get("max_concurrency")
     if ex.max_concurrency is None and isinstance(width, int) and width >= 1:
         ex.max_concurrency = width
-    if ex.failure_mode == "continue" and saved.get("failure_mode") == "fail_fast":
+    if not ex._failure_mode_given and saved.get("failure_mode") == "fail_fast":
         ex.failure_mode = "fail_fast"
 
 

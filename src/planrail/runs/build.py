@@ -54,7 +54,7 @@ def prepare(
     observers: Iterable[Observer] = (),
     tool_runner: ToolRunner | None = None,
     max_concurrency: int | None = None,
-    failure_mode: FailureMode = "continue",
+    failure_mode: FailureMode | None = None,
     clock: Clock = SYSTEM_CLOCK,
     limits: PlanLimits | None = None,
     lease_wait: float = 0.0,
