@@ -171,3 +171,24 @@ def test_no_fail_fast_given_to_resume_goes_on_past_failures_from_then_on(
         assert code == 1
         assert flight.calls == ["bad", "x"]
         assert _statuses(data) == {"s1": "failed", "s2": "failed"}
+
+
+def test_a_ray_resume_sizes_its_runner_to_the_runs_width(
+    cli: Cli, flight: Flight, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``resume --backend ray`` given no ``--max-concurrency`` builds its Ray runner as wide as
+    the run will run (its stored width), as ``run`` builds it for the width given: it was 64
+    whatever the run's, so a run started 100 wide resumed 64 wide. (The runner is recorded and
+    the local one used: what Ray does with the width is ``tests/runners``'.)"""
+    from planrail.cli import runs_cmd
+
+    widths: list[int | None] = []
+
+    def recorded(backend: str, address: str | None, width: int | None, console: object) -> None:
+        widths.append(width)
+
+    monkeypatch.setattr(runs_cmd, "tool_runner_for", recorded)
+    _stored_waiting(cli, flight, [{"name": "a"}], "--max-concurrency", "100")
+    code, _ = cli.json("resume", "R", "--tools", TOOLS, "--backend", "ray", "--yes", "--json")
+    assert code == 0
+    assert widths == [100]

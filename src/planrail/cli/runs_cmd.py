@@ -42,7 +42,7 @@ from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.run_cmd import run as run_on_terminal
 from planrail.engine import operations
 from planrail.engine.checkpoint import load_result
-from planrail.engine.gate import REPLANNED_AS, replaced_by
+from planrail.engine.gate import REPLANNED_AS, replaced_by, stored_width
 from planrail.errors import PlanLoadError, PlanrailError
 from planrail.plan.loader import PlanLimits, load_document
 from planrail.store import RUN_STATUSES, RunRecord
@@ -107,7 +107,10 @@ def resume_cmd(
         security=security_policy(policy, strict, console),
         policy_override=override_policy,
         llm=open_llm_or_exit(model, base_url, console),
-        tool_runner=tool_runner_for(backend, ray_address, max_concurrency, console),
+        # a Ray runner as wide as the run will be: given, or as stored (gate._adopt_execution)
+        tool_runner=tool_runner_for(
+            backend, ray_address, max_concurrency or stored_width(run), console
+        ),
         max_concurrency=max_concurrency,
         failure_mode=failure_mode(fail_fast),
         reason="resume",

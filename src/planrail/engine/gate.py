@@ -51,6 +51,7 @@ __all__ = [
     "replaced_note",
     "resumes_under",
     "schema_pins",
+    "stored_width",
 ]
 
 SCHEMAS = "tool_schemas"
@@ -308,14 +309,27 @@ def policies(ex: Execution) -> dict[str, Any]:
     return kept
 
 
+def stored_width(stored: RunRecord) -> int | None:
+    """The ``max_concurrency`` stored with run ``stored`` (what a resume given none runs with,
+    :func:`_adopt_execution`), or None."""
+    saved = stored.metadata.get("policies")
+    how = saved.get(EXECUTION) if isinstance(saved, dict) else None
+    return _width(how.get("max_concurrency")) if isinstance(how, dict) else None
+
+
+def _width(value: Any) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return value if ok else None
+
+
 def _adopt_execution(ex: Execution, saved: Any) -> None:
     """A resume given no ``max_concurrency`` (no ``failure_mode``) runs as the run last ran:
     ``--max-concurrency 2 --fail-fast`` hold over ``planrail resume`` too. Given, they are the
     run's from then on (``failure_mode="continue"``, ``--no-fail-fast``, turns fail-fast off)."""
     if not isinstance(saved, dict):
         return
-    width = saved.get("max_concurrency")
-    if ex.max_concurrency is None and isinstance(width, int) and width >= 1:
+    width = _width(saved.get("max_concurrency"))
+    if ex.max_concurrency is None and width is not None:
         ex.max_concurrency = width
     if not ex._failure_mode_given and saved.get("failure_mode") == "fail_fast":
         ex.failure_mode = "fail_fast"
