@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -23,8 +22,8 @@ import planrail
 from planrail.engine.executor import Execution
 from planrail.plan.model import Plan
 from planrail.plan.tools import Tool
-from planrail.store import Event, Intent, Lease, RunRecord, StepRecord, Store
-from planrail.store.base import StoreBase
+from planrail.store import Store
+from planrail.store.detach import Detachable
 from planrail.testing import FakeClock
 
 LEASE_TTL = 30.0
@@ -146,68 +145,21 @@ def fan_out_plan(tools: list[Tool], max_parallel: int) -> Plan:
     ).raise_for_errors()
 
 
-class DyingStore(StoreBase):
-    """A :class:`~planrail.store.Store` proxy that drops every write once :meth:`die` was called."""
+class DyingStore(Detachable):
+    """A :class:`~planrail.store.Store` that nothing reaches once :meth:`die` was called (its
+    switch turned off: :class:`~planrail.store.detach.Detachable`), as a runner killed at that
+    moment would leave the database. Closing it leaves ``inner`` open: it is the test's."""
 
     def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
         self.inner = inner
-        self.dead = False
 
     def die(self) -> None:
-        self.dead = True
+        self.detach()
 
-    def create_run(self, run: RunRecord) -> None:
-        if not self.dead:
-            self.inner.create_run(run)
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        return self.inner.get_run(run_id)
-
-    def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
-        return self.inner.list_runs(status, limit)
-
-    def commit(
-        self,
-        *,
-        run: RunRecord | None = None,
-        steps: Sequence[StepRecord] = (),
-        events: Sequence[Event] = (),
-        intents: Sequence[Intent] = (),
-    ) -> list[Event]:
-        if self.dead:
-            return [dataclasses.replace(e, seq=-1) for e in events]
-        return self.inner.commit(run=run, steps=steps, events=events, intents=intents)
-
-    def get_steps(self, run_id: str) -> dict[str, StepRecord]:
-        return self.inner.get_steps(run_id)
-
-    def events(self, run_id: str, after_seq: int = 0) -> list[Event]:
-        return self.inner.events(run_id, after_seq)
-
-    def record_intent(
-        self, run_id: str, step_key: str, idempotency_key: str, args_hash: str
-    ) -> None:
-        if not self.dead:
-            self.inner.record_intent(run_id, step_key, idempotency_key, args_hash)
-
-    def intents(self, run_id: str) -> list[Intent]:
-        return self.inner.intents(run_id)
-
-    def acquire_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
-        return True if self.dead else self.inner.acquire_lease(run_id, owner, ttl, now)
-
-    def renew_lease(self, run_id: str, owner: str, ttl: float, now: float) -> bool:
-        return True if self.dead else self.inner.renew_lease(run_id, owner, ttl, now)
-
-    def release_lease(self, run_id: str, owner: str) -> None:
-        if not self.dead:
-            self.inner.release_lease(run_id, owner)
-
-    def get_lease(self, run_id: str) -> Lease | None:
-        return self.inner.get_lease(run_id)
-
-    def close(self) -> None:
-        """The inner store belongs to the test: closing the proxy leaves it open."""
+    @property
+    def dead(self) -> bool:
+        return not self.attached
 
 
 async def crash_run(

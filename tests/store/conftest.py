@@ -10,7 +10,12 @@ import pytest
 
 from planrail.store import Event, MemoryStore, RunRecord, SQLiteStore, StepRecord, Store
 
-BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+BACKENDS = [
+    "memory",
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    "detachable",  # a store through its switch, on (the dashboard resumes a run so)
+]
 DURABLE_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 Opener = Callable[[], Store]
@@ -19,6 +24,10 @@ Opener = Callable[[], Store]
 def _opener(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Opener:
     if backend == "memory":
         return MemoryStore
+    if backend == "detachable":
+        from planrail.store.detach import Detachable
+
+        return lambda: Detachable(MemoryStore())
     if backend == "sqlite":
         path = tmp_path / "store" / "planrail.db"
         return lambda: SQLiteStore(path)

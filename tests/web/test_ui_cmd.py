@@ -52,3 +52,22 @@ def test_allow_host_takes_a_host_name_alone(name: str) -> None:
     result = CliRunner().invoke(app, ["ui", "--store", "memory://", "--allow-host", name])
     assert result.exit_code == 2
     assert "without a port or scheme" in " ".join(result.output.split())
+
+
+def test_the_stop_says_when_a_run_it_gave_up_can_be_resumed() -> None:
+    """A run still stopping after the grace (``Dashboard.stop_resumes``) is named with the
+    command that takes it over and when it can: once its lease expires (no later: the lease is
+    no longer renewed), or now if it holds none."""
+    from planrail.cli.ui_cmd import _left_running
+    from planrail.store import open_store
+    from planrail.testing.clock import FakeClock
+
+    clock = FakeClock()
+    with open_store("memory://") as store:
+        assert store.acquire_lease("R", "elsewhere:1:x", 30.0, clock.now())
+        said = " ".join(_left_running(store, "R", 10.0, clock).split())
+        assert "run R had not stopped 10 s after its cancel" in said
+        assert "`planrail resume R` can take it over once its lease expires, in 30 s" in said
+        store.release_lease("R", "elsewhere:1:x")
+        said = " ".join(_left_running(store, "R", 10.0, clock).split())
+        assert said.endswith("`planrail resume R` can take it over now[/]")

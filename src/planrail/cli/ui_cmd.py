@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from planrail.cli.common import (
     CatalogOpt,
@@ -20,6 +22,9 @@ from planrail.cli.common import (
     registry_from,
 )
 from planrail.cli.listening import check_address, listen_or_exit
+from planrail.clock import SYSTEM_CLOCK
+from planrail.store import Store
+from planrail.types import Clock
 
 __all__: list[str] = []
 
@@ -103,4 +108,20 @@ def ui_cmd(
     console.print(f"planrail dashboard: [bold]{server.url()}[/]")
     if not dash.can_resume:
         console.print("[dim]resume disabled: pass --tools/--catalog to run steps from here[/]")
-    server.run(sock)
+    try:
+        server.run(sock)
+    finally:  # uvicorn raises Ctrl-C's KeyboardInterrupt again once it has stopped
+        for run_id in dash.given_up:
+            console.print(_left_running(the_store, run_id, dash.stop_grace), highlight=False)
+
+
+def _left_running(store: Store, run_id: str, grace: float, clock: Clock = SYSTEM_CLOCK) -> str:
+    """What the stop says of a run it gave up still running (``Dashboard.stop_resumes``)."""
+    lease = store.get_lease(run_id)
+    left = 0.0 if lease is None else lease.expires_at - clock.now()
+    when = f"once its lease expires, in {math.ceil(left)} s at the latest" if left > 0 else "now"
+    return (
+        f"[yellow]run {escape(run_id)} had not stopped {grace:g} s after its cancel: it is left"
+        f" as a crash leaves it (running); `planrail resume {escape(run_id)}` can take it over"
+        f" {when}[/]"
+    )

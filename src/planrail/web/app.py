@@ -34,6 +34,7 @@ from planrail.plan.tools import ToolRegistry
 from planrail.runs import resume as resume_run
 from planrail.store.base import Event as StoredEvent
 from planrail.store.base import RunNotFoundError, RunRecord, Store
+from planrail.store.detach import Detachable
 from planrail.types import Clock
 from planrail.web import pages
 from planrail.web.gantt import gantt_svg
@@ -63,6 +64,8 @@ MAX_BODY_BYTES = 1 << 20
 one is refused with 413 before it is read whole."""
 RUN_ACTIONS = frozenset({"approve", "refuse", "cancel", "resume"})
 STEP_ACTIONS = frozenset({"resolve", "retry"})
+STOP_GRACE = 10.0
+"""Seconds a stopping dashboard waits in all for the runs it resumed to record their cancel."""
 
 
 @dataclass
@@ -89,24 +92,45 @@ class Dashboard:
         default_factory=dict
     )
     """The running resumes' loops and tasks, by run id (:meth:`stop_resumes` cancels them)."""
+    stores: dict[str, Detachable] = field(default_factory=dict)
+    """The store as each resume under way sees it, by run id (:meth:`stop_resumes` cuts off
+    those still running after the grace)."""
     stopping: bool = False
     """Set by :meth:`stop_resumes`: a resume whose thread starts after it does not run."""
+    stop_grace: float = STOP_GRACE
+    """Seconds :meth:`stop_resumes` waits in all for the runs it cancelled to record it."""
+    given_up: list[str] = field(default_factory=list)
+    """The runs :meth:`stop_resumes` gave up still running, by id."""
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    def stop_resumes(self, grace: float = 10.0) -> None:
+    def stop_resumes(self) -> list[str]:
         """The dashboard stops serving (``planrail ui`` ended, Ctrl-C): cancel the runs it
-        resumed and wait up to ``grace`` seconds in all for them to record it (each ends
-        ``cancelled``, its lease released, as a cancelled run does), before the store closes
-        under them. A run still busy after that is left as a crash leaves it."""
+        resumed and wait up to :attr:`stop_grace` seconds in all for them to record it (each
+        ends ``cancelled``, its lease released, as a cancelled run does), before the store
+        closes under them.
+
+        A run still busy after that (a tool slow to stop) is given up, its id returned and kept
+        in :attr:`given_up` (also when the stop is a ``KeyboardInterrupt`` on its way): it
+        is cut off from the store (:class:`~planrail.web.detach.Detachable`), so it winds down
+        without writing anything more and the store may close. It stays as a crash leaves it —
+        ``running``, its lease no longer renewed — and a resume takes it over once the lease
+        has expired (on this host, as soon as this process has exited)."""
         self.stopping = True
         for loop, task in list(self.resuming.values()):
             with contextlib.suppress(RuntimeError):  # its loop has closed: it ended meanwhile
                 loop.call_soon_threadsafe(task.cancel)
-        deadline = self.clock.monotonic() + grace
+        deadline = self.clock.monotonic() + self.stop_grace
         for thread in list(self.runners.values()):
             thread.join(max(0.0, deadline - self.clock.monotonic()))
+        for run_id, store in list(self.stores.items()):
+            under_way = run_id in self.resuming
+            # Whichever detaches first decides: the run, once its end is recorded, or this.
+            if store.detach() and under_way:
+                self.given_up.append(run_id)
+        self.given_up.sort()
+        return list(self.given_up)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -460,9 +484,12 @@ async def _resume(dash: Dashboard, run_id: str) -> str:
                 f"run '{run_id}' is already being resumed here", run_id=run_id
             )
         await dash.call(operations.check_resumable, dash.store, run_id, dash.clock)
-        execution = await dash.call(resume_run, run_id, dash.registry, store=dash.store)
+        store = Detachable(dash.store)
+        execution = await dash.call(resume_run, run_id, dash.registry, store=store)
+        given_up = False
 
         async def resume() -> None:
+            nonlocal given_up
             task = asyncio.current_task()
             assert task is not None
             dash.resuming[run_id] = (asyncio.get_running_loop(), task)
@@ -471,16 +498,20 @@ async def _resume(dash: Dashboard, run_id: str) -> str:
                     await execution.run()
             finally:
                 dash.resuming.pop(run_id, None)
+                given_up = not store.detach()  # cut off by stop_resumes before it ended
+                dash.stores.pop(run_id, None)
 
         def drive() -> None:
             try:
                 asyncio.run(resume())
-            except asyncio.CancelledError:  # the dashboard stopped: recorded cancelled
-                log.info("resume of run %s cancelled: the dashboard stopped", run_id)
+            except asyncio.CancelledError:
+                if not given_up:  # else nothing was recorded, and stop_resumes said so
+                    log.info("resume of run %s cancelled: the dashboard stopped", run_id)
             except PlanrailError as exc:
                 log.warning("resume of run %s stopped: %s", run_id, exc.message)
 
         thread = threading.Thread(target=drive, name=f"planrail-ui-resume-{run_id}", daemon=True)
         dash.runners[run_id] = thread
+        dash.stores[run_id] = store
         thread.start()
     return "started"

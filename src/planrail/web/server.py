@@ -48,13 +48,15 @@ class DashboardServer:
             shown = f"[{shown}]"
         return f"http://{shown}:{self.port}{path}{query}"
 
-    def run(self, sock: socket.socket | None = None) -> None:
+    def run(self, sock: socket.socket | None = None) -> list[str]:
         """Serve until interrupted (Ctrl-C), on ``sock`` if given (see :func:`listen`); then
-        cancel the runs it resumed (:meth:`Dashboard.stop_resumes`)."""
+        cancel the runs it resumed (:meth:`Dashboard.stop_resumes`). Returns the ids of those
+        given up still running."""
         try:
             self.server.run(sockets=[sock] if sock is not None else None)
         finally:
-            self.dash.stop_resumes()
+            left = self.dash.stop_resumes()
+        return left
 
     def start(self) -> DashboardServer:
         """Serve in a background thread; returns once it accepts connections."""
@@ -77,11 +79,13 @@ class DashboardServer:
             raise RuntimeError(f"the dashboard did not start on {self.host}:{self.port}")
         return self
 
-    def stop(self) -> None:
+    def stop(self) -> list[str]:
+        """Stop serving, then cancel the runs it resumed (:meth:`Dashboard.stop_resumes`).
+        Returns the ids of those given up still running."""
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)
-        self.dash.stop_resumes()
+        return self.dash.stop_resumes()
 
     def __enter__(self) -> DashboardServer:
         return self.start()
