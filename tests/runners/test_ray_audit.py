@@ -9,17 +9,17 @@ store holds: fan-out items committed as they finish and not called again on resu
 a cancellation recorded as the local runner records it, and the idempotency key each call
 receives (the step's, a fallback's ``RUN:STEP:fallback``, an item's ``RUN:STEP:i``).
 
-The tools are defined here, at module level, so that Ray workers import them by path
-(``runners.test_ray_audit``; the tests folder is on the workers' ``sys.path``). A blocking
-tool tells the test it has begun through the ledger's ``started`` FIFO and waits on its
-``release`` FIFO: no test sleeps or measures time.
+The tools are those of the contract suite (``runners.tools``, with their keyed and unsafe
+variants) and, for what only this audit calls, defined here; all at module level, so that Ray
+workers import them by path (``runners.test_ray_audit``; the tests folder is on the workers'
+``sys.path``). A blocking tool tells the test it has begun through the ledger's ``started``
+FIFO and waits on its ``release`` FIFO: no test sleeps or measures time, except that the one
+waiting for a call that must not begin bounds that wait.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import select
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,8 +35,9 @@ from planrail.runs import prepare, resume
 from planrail.store import SQLiteStore, Store
 from planrail.types import StepStatus
 
-from .ledger import Ledger, record, unstopped_start
-from .tools import _began, _release, _until_released
+from . import tools
+from .ledger import Ledger, record
+from .tools import await_released, stop_recorded, wait_released
 
 S = StepStatus
 NO_WAIT = {"initial_delay": 0, "jitter": 0}
@@ -81,59 +82,13 @@ async def acharge(ctx: StepContext, ledger: str, step: str, x: int = 0, fail: bo
 
 
 @planrail.tool(side_effects="keyed")
-def refund(ctx: StepContext, ledger: str, step: str, value: int) -> int:
-    """A keyed fallback tool: record the call (with its key), return ``value``."""
-    _note(ledger, step, ctx)
-    return value
-
-
-@planrail.tool(side_effects="keyed")
-def keyed_flaky(ctx: StepContext, ledger: str, step: str, failures: int) -> int:
-    """Keyed: a retryable error on the first ``failures`` attempts, then the attempt."""
-    _note(ledger, step, ctx)
-    if ctx.attempt <= failures:
-        raise planrail.RetryableError(f"{step}: transient failure {ctx.attempt}", retry_after=0)
-    return ctx.attempt
-
-
-@planrail.tool(side_effects="none")
-def count(ctx: StepContext, ledger: str, step: str, n: int) -> list[int]:
-    """``[0, 1, ..., n - 1]``: the list a fan-out goes over."""
-    _note(ledger, step, ctx)
-    return list(range(n))
-
-
-def _sync_wait(ledger: str, step: str) -> None:
-    """Tell the test the call has begun; wait until it lets go, or until Ray's graceful
-    cancel (a KeyboardInterrupt between bytecodes: hence the select timeout) — recorded."""
-    fd = _release(ledger)
-    try:
-        _began(ledger)
-        while not select.select([fd], [], [], 0.05)[0]:
-            pass
-    except KeyboardInterrupt:
-        if unstopped_start(ledger, step):
-            record(ledger, ev="stopped", step=step)
-        raise
-    finally:
-        os.close(fd)
-
-
-async def _async_wait(ledger: str, step: str) -> None:
-    _began(ledger)
-    try:
-        await _until_released(ledger)
-    except asyncio.CancelledError:
-        record(ledger, ev="stopped", step=step)
-        raise
-
-
-@planrail.tool(side_effects="keyed")
 def item_or_wait(ctx: StepContext, ledger: str, step: str, x: int, wait_at: int) -> int:
-    """One item of a fan-out (keyed, sync): item ``wait_at`` waits until the test lets go."""
-    _note(ledger, step, ctx, x=x)
-    if x == wait_at:
-        _sync_wait(ledger, step)
+    """One item of a fan-out (keyed, sync): item ``wait_at`` waits until the test lets go (or
+    until Ray's graceful cancel: recorded)."""
+    with stop_recorded(ledger, step):
+        _note(ledger, step, ctx, x=x)
+        if x == wait_at:
+            wait_released(ledger)
     record(ledger, ev="end", step=step)
     return 10 * x
 
@@ -143,7 +98,7 @@ async def aitem_or_wait(ctx: StepContext, ledger: str, step: str, x: int, wait_a
     """:func:`item_or_wait`, async."""
     _note(ledger, step, ctx, x=x)
     if x == wait_at:
-        await _async_wait(ledger, step)
+        await await_released(ledger, step)
     record(ledger, ev="end", step=step)
     return 10 * x
 
@@ -153,9 +108,10 @@ def poll(ctx: StepContext, ledger: str, step: str, wait_at: int) -> Done:
     """One iteration of a ``repeat`` loop (keyed, sync): its number is one more than the
     iterations before it; iteration ``wait_at`` waits until the test lets go."""
     n = len(ctx.history) + 1
-    _note(ledger, step, ctx, n=n, seen=[h["output"] for h in ctx.history])
-    if n == wait_at:
-        _sync_wait(ledger, step)
+    with stop_recorded(ledger, step):
+        _note(ledger, step, ctx, n=n, seen=[h["output"] for h in ctx.history])
+        if n == wait_at:
+            wait_released(ledger)
     return Done(n=n)
 
 
@@ -165,48 +121,15 @@ async def apoll(ctx: StepContext, ledger: str, step: str, wait_at: int) -> Done:
     n = len(ctx.history) + 1
     _note(ledger, step, ctx, n=n, seen=[h["output"] for h in ctx.history])
     if n == wait_at:
-        await _async_wait(ledger, step)
+        await await_released(ledger, step)
     return Done(n=n)
-
-
-@planrail.tool(side_effects="keyed")
-def hold_keyed(ctx: StepContext, ledger: str, step: str) -> int:
-    """Sync, keyed: wait until the test lets go (or the call is cancelled)."""
-    _note(ledger, step, ctx)
-    _sync_wait(ledger, step)
-    return 1
-
-
-@planrail.tool(side_effects="unsafe")
-def hold_unsafe(ctx: StepContext, ledger: str, step: str) -> int:
-    """Sync, unsafe (no key honoured): wait until the test lets go (or it is cancelled)."""
-    _note(ledger, step, ctx)
-    _sync_wait(ledger, step)
-    return 1
-
-
-@planrail.tool(side_effects="keyed")
-async def ahold_keyed(ctx: StepContext, ledger: str, step: str) -> int:
-    """Async, keyed: wait until the test lets go (or the call is cancelled)."""
-    _note(ledger, step, ctx)
-    await _async_wait(ledger, step)
-    return 1
-
-
-@planrail.tool(side_effects="unsafe")
-async def ahold_unsafe(ctx: StepContext, ledger: str, step: str) -> int:
-    """Async, unsafe: wait until the test lets go (or the call is cancelled)."""
-    _note(ledger, step, ctx)
-    await _async_wait(ledger, step)
-    return 1
 
 
 @planrail.tool(side_effects="none")
 async def agated(ctx: StepContext, ledger: str, step: str, x: int = 0) -> int:
     """Async: record the start, tell the test, wait until it lets go, record the end."""
     _note(ledger, step, ctx, x=x)
-    _began(ledger)
-    await _until_released(ledger)
+    await await_released(ledger, step)
     record(ledger, ev="end", step=step)
     return x
 
@@ -215,12 +138,7 @@ async def agated(ctx: StepContext, ledger: str, step: str, x: int = 0) -> int:
 def gated(ctx: StepContext, ledger: str, step: str, x: int = 0) -> int:
     """:func:`agated`, sync (a Ray task)."""
     _note(ledger, step, ctx, x=x)
-    fd = _release(ledger)
-    try:
-        _began(ledger)
-        select.select([fd], [], [])
-    finally:
-        os.close(fd)
+    wait_released(ledger)
     record(ledger, ev="end", step=step)
     return x
 
@@ -228,19 +146,19 @@ def gated(ctx: StepContext, ledger: str, step: str, x: int = 0) -> int:
 TOOLS = [
     charge,
     acharge,
-    refund,
-    keyed_flaky,
-    count,
     item_or_wait,
     aitem_or_wait,
     poll,
     apoll,
-    hold_keyed,
-    hold_unsafe,
-    ahold_keyed,
-    ahold_unsafe,
     agated,
     gated,
+    tools.numbers,  # the list a fan-out goes over
+    tools.backup_keyed,  # a keyed fallback
+    tools.flaky_keyed,
+    tools.block_keyed,
+    tools.block_unsafe,
+    tools.ablock_keyed,
+    tools.ablock_unsafe,
 ]
 
 
@@ -327,7 +245,7 @@ async def test_fan_out_items_are_committed_as_they_finish_and_not_called_again_o
     at = str(ledger)
     plan = {
         "steps": [
-            {"id": "seed", "tool": "count", "args": {"ledger": at, "step": "seed", "n": 4}},
+            {"id": "seed", "tool": "numbers", "args": {"ledger": at, "step": "seed", "n": 4}},
             {
                 "id": "fan",
                 "tool": tool,
@@ -438,7 +356,7 @@ async def test_the_ray_runners_max_concurrency_bounds_the_async_calls_over_its_p
     at = str(ledger)
     plan = {
         "steps": [
-            {"id": "seed", "tool": "count", "args": {"ledger": at, "step": "seed", "n": 4}},
+            {"id": "seed", "tool": "numbers", "args": {"ledger": at, "step": "seed", "n": 4}},
             {
                 "id": "fan",
                 "tool": "agated",
@@ -457,7 +375,10 @@ async def test_the_ray_runners_max_concurrency_bounds_the_async_calls_over_its_p
             await ledger.wait_started()
         fourth = asyncio.ensure_future(ledger.wait_started())
         # Bounded only so that a runner that keeps its limit ends the test: the fourth start,
-        # if it comes, comes at once (it waits for nothing but a free slot).
+        # if it comes, comes at once (it waits for nothing but a free slot). No event can stand
+        # for "it cannot come any more": Ray holds the fourth call at its actor (each actor's
+        # share of max_concurrency) and says nothing of it, and once one of the three ends its
+        # start is allowed. The bound can only let a broken runner pass, never fail a good one.
         began, _ = await asyncio.wait({fourth}, timeout=0.5)
         fourth.cancel()
         ledger.let_go()
@@ -494,10 +415,10 @@ def _hang_plan(ledger: Ledger, tool: str) -> dict[str, Any]:
 
 
 CUT = [
-    ("hold_keyed", S.CANCELLED),
-    ("ahold_keyed", S.CANCELLED),
-    ("hold_unsafe", S.IN_DOUBT),
-    ("ahold_unsafe", S.IN_DOUBT),
+    ("block_keyed", S.CANCELLED),
+    ("ablock_keyed", S.CANCELLED),
+    ("block_unsafe", S.IN_DOUBT),
+    ("ablock_unsafe", S.IN_DOUBT),
 ]
 """A call under way when its run is cancelled: a keyed tool's step is ``cancelled`` (a resume
 calls it again with its key), an unsafe one's ``in_doubt`` — the same on every runner."""
@@ -574,7 +495,7 @@ def _keys_plan(ledger: Ledger) -> dict[str, Any]:
     at = str(ledger)
 
     def fb(step: str) -> dict[str, Any]:
-        return {"tool": "refund", "args": {"ledger": at, "step": step, "value": -1}}
+        return {"tool": "backup_keyed", "args": {"ledger": at, "step": step, "value": -1}}
 
     return {
         "steps": [
@@ -582,7 +503,7 @@ def _keys_plan(ledger: Ledger) -> dict[str, Any]:
             {"id": "ak", "tool": "acharge", "args": {"ledger": at, "step": "ak", "x": 2}},
             {
                 "id": "retried",
-                "tool": "keyed_flaky",
+                "tool": "flaky_keyed",
                 "args": {"ledger": at, "step": "retried", "failures": 1},
                 "retry": {"max_attempts": 2, **NO_WAIT},
             },
@@ -598,7 +519,7 @@ def _keys_plan(ledger: Ledger) -> dict[str, Any]:
                 "args": {"ledger": at, "step": "afb", "fail": True},
                 "fallback": fb("afb_fallback"),
             },
-            {"id": "seed", "tool": "count", "args": {"ledger": at, "step": "seed", "n": 3}},
+            {"id": "seed", "tool": "numbers", "args": {"ledger": at, "step": "seed", "n": 3}},
             {
                 "id": "fan",
                 "tool": "acharge",

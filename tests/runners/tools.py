@@ -3,14 +3,21 @@
 Every tool writes what it saw to the ledger it is given (``ledger``: a file path) — the start
 of each call with its idempotency key and attempt, its end — so a test can check ordering,
 data flow and the absence of duplicate effects whichever process ran the call.
+
+A few functions are two or three tools, one per side effect (``flaky`` and ``flaky_keyed``,
+``block``, ``block_keyed`` and ``block_unsafe``…): the same code, recorded by the run as a tool
+that honours keys or not. A Ray worker imports whichever of the names it finds first; each
+calls that code.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import select
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +85,16 @@ async def awork(
     return _finish(ledger, step, ctx, inputs, fail)
 
 
-@planrail.tool(side_effects="none")
-def flaky(ctx: StepContext, ledger: str, step: str, failures: int) -> int:
+def _flaky(ctx: StepContext, ledger: str, step: str, failures: int) -> int:
     """Raise a retryable error on the first ``failures`` attempts; then return the attempt."""
     _start(ledger, step, ctx)
     if ctx.attempt <= failures:
         raise planrail.RetryableError(f"{step}: transient failure {ctx.attempt}", retry_after=0)
     return ctx.attempt
+
+
+flaky = planrail.tool(side_effects="none", name="flaky")(_flaky)
+flaky_keyed = planrail.tool(side_effects="keyed", name="flaky_keyed")(_flaky)
 
 
 @planrail.tool(side_effects="none")
@@ -94,11 +104,14 @@ def broken(ctx: StepContext, ledger: str, step: str) -> int:
     raise ValueError(f"{step} is broken")
 
 
-@planrail.tool(side_effects="none")
-def backup(ctx: StepContext, ledger: str, step: str, value: int) -> int:
+def _backup(ctx: StepContext, ledger: str, step: str, value: int) -> int:
     """A fallback tool: return ``value``."""
     _start(ledger, step, ctx)
     return value
+
+
+backup = planrail.tool(side_effects="none", name="backup")(_backup)
+backup_keyed = planrail.tool(side_effects="keyed", name="backup_keyed")(_backup)
 
 
 @planrail.tool(side_effects="none")
@@ -144,12 +157,24 @@ def _release(ledger: str) -> int:
     return os.open(Path(ledger).parent / "release", os.O_RDONLY | os.O_NONBLOCK)
 
 
-@planrail.tool(side_effects="none")
-async def ablock(ctx: StepContext, ledger: str, step: str) -> int:
-    """Wait until cancelled (recorded), or until the test lets go: the loop watches the FIFO."""
+async def _ablock(ctx: StepContext, ledger: str, step: str) -> int:
+    """Tell the test it has begun; wait until cancelled (recorded), or until the test lets go:
+    the loop watches the FIFO."""
     _start(ledger, step, ctx)
-    await _until_released_or_stopped(ledger, step)
+    await await_released(ledger, step)
     return 0
+
+
+ablock = planrail.tool(side_effects="none", name="ablock")(_ablock)
+ablock_keyed = planrail.tool(side_effects="keyed", name="ablock_keyed")(_ablock)
+ablock_unsafe = planrail.tool(side_effects="unsafe", name="ablock_unsafe")(_ablock)
+
+
+async def await_released(ledger: str, step: str) -> None:
+    """Tell the test the call has begun (``Ledger.wait_started``); wait until it lets go, or
+    until cancelled (recorded as ``stopped``)."""
+    _began(ledger)
+    await _until_released_or_stopped(ledger, step)
 
 
 async def _until_released_or_stopped(ledger: str, step: str) -> None:
@@ -174,29 +199,47 @@ async def _until_released(ledger: str) -> None:
         os.close(fd)
 
 
-@planrail.tool(side_effects="none")
-def block(ctx: StepContext, ledger: str, step: str) -> int:
-    """Sync: wait until interrupted (recorded) or until the test lets go.
-
-    ``select`` returns the moment the FIFO is readable; its timeout only hands control back to
-    Python now and then, because Ray's graceful cancel raises ``KeyboardInterrupt`` in this
-    thread between bytecodes, never inside a blocking call. It may come as soon as the call
-    has begun, even between the start's write and the next line: the ledger, not a flag set
-    after the write, says whether this call's start is recorded (then it records its stop)."""
-    fd = -1
-    try:
+def _block(ctx: StepContext, ledger: str, step: str) -> int:
+    """Sync: tell the test it has begun; wait until interrupted (recorded) or until the test
+    lets go."""
+    with stop_recorded(ledger, step):
         _start(ledger, step, ctx)
-        fd = _release(ledger)
-        while not select.select([fd], [], [], 0.05)[0]:
-            pass
-    except KeyboardInterrupt:  # Ray's graceful cancel of a task
+        wait_released(ledger)
+    return 0
+
+
+block = planrail.tool(side_effects="none", name="block")(_block)
+block_keyed = planrail.tool(side_effects="keyed", name="block_keyed")(_block)
+block_unsafe = planrail.tool(side_effects="unsafe", name="block_unsafe")(_block)
+
+
+@contextlib.contextmanager
+def stop_recorded(ledger: str, step: str) -> Iterator[None]:
+    """Ray's graceful cancel of a task inside — a ``KeyboardInterrupt`` in the call's thread —
+    is recorded as ``stopped``, then goes on. It may come as soon as the call has begun, even
+    between the start's write and the next line: the ledger, not a flag set after the write,
+    says whether this call's start is recorded (then its stop is)."""
+    try:
+        yield
+    except KeyboardInterrupt:
         if unstopped_start(ledger, step):
             record(ledger, ev="stopped", step=step)
         raise
+
+
+def wait_released(ledger: str) -> None:
+    """Sync: tell the test the call has begun (``Ledger.wait_started``); wait until it lets go.
+
+    ``select`` returns the moment the FIFO is readable; its timeout only hands control back to
+    Python now and then, because Ray's graceful cancel raises ``KeyboardInterrupt`` in this
+    thread between bytecodes, never inside a blocking call (:func:`stop_recorded`)."""
+    fd = _release(ledger)
+    try:
+        _began(ledger)
+        while not select.select([fd], [], [], 0.05)[0]:
+            pass
     finally:
-        if fd >= 0:
-            os.close(fd)
-    return 0
+        os.close(fd)
 
 
 @planrail.tool(side_effects="none")
@@ -325,14 +368,20 @@ ALL = [
     work,
     awork,
     flaky,
+    flaky_keyed,
     broken,
     backup,
+    backup_keyed,
     numbers,
     series,
     total,
     double,
     ablock,
+    ablock_keyed,
+    ablock_unsafe,
     block,
+    block_keyed,
+    block_unsafe,
     block_then_clean,
     ablock_then_clean,
     gate,
