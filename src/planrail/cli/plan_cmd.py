@@ -20,7 +20,9 @@ from planrail.cli.common import (
     BaseUrlOpt,
     CatalogOpt,
     ExitCode,
+    FailFastOpt,
     JsonOpt,
+    MaxConcurrencyOpt,
     PolicyOpt,
     QuietOpt,
     ShowSecretsOpt,
@@ -32,6 +34,7 @@ from planrail.cli.common import (
     app,
     ask_call,
     fail,
+    failure_mode,
     open_store_or_exit,
     out,
     redactor_for,
@@ -101,9 +104,8 @@ def plan_cmd(
         Path | None,
         typer.Option(help='Price table JSON: {"model": {"input": 0.4, "output": 1.6}} per 1M.'),
     ] = None,
-    max_concurrency: Annotated[
-        int | None, typer.Option("--max-concurrency", min=1, help="Most steps running at once.")
-    ] = None,
+    max_concurrency: MaxConcurrencyOpt = None,
+    fail_fast: FailFastOpt = None,
     store: StoreOpt = None,
     policy: PolicyOpt = None,
     strict: StrictOpt = False,
@@ -197,6 +199,7 @@ def plan_cmd(
             max_replans=max_replans,
             stream=stream,
             max_concurrency=max_concurrency,
+            failure_mode=failure_mode(fail_fast),
             prompt=prompt,  # type: ignore[arg-type]  # one of the three: checked above
         )
     except PlanrailError as exc:  # an option no run could take (a bad --run-id)
