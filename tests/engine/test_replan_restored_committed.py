@@ -274,3 +274,36 @@ async def test_an_agent_given_the_replaced_run_id_says_so_before_planning(
     assert "resume 'RUN-r1' instead" in again.reason
     assert llm.requests == []
     assert ledger.calls == calls  # nothing called again
+
+
+async def test_a_reused_step_is_recorded_as_the_version_it_comes_from_recorded_it(
+    store_url: str,
+) -> None:
+    """``RUN-r1`` reuses ``a``, whose call was ``charge`` under ``RUN:a``: its record in
+    ``RUN-r1`` holds that key, the arguments and their hash, as ``RUN``'s does (it held
+    ``RUN-r1:a``, a key no call was made with, and no arguments). Replanned again, ``RUN-r2``
+    still holds ``RUN:a``: the key is the call's, however often the step is carried."""
+    ledger = Ledger(notify_fails=3)
+    tools = make_tools(ledger)
+    llm = ScriptedLLM([FIRST, REPLAN, REPLAN])
+    with open_store(store_url) as store:
+        result = await Agent(
+            llm,
+            tools,
+            approval=approve_all,
+            max_replans=2,
+            store=store,
+            run_id="RUN",
+            clock=FakeClock(wall=WALL),
+        ).run(GOAL)
+        assert [r.run_id for r in result.runs] == ["RUN", "RUN-r1", "RUN-r2"]
+        first = store.get_steps("RUN")["a"]
+        carried = [store.get_steps(rid)["a"] for rid in ("RUN-r1", "RUN-r2")]
+    assert [c for c in ledger.calls if c[0] == "charge"] == [("charge", "RUN:a")]
+    assert first.idempotency_key == "RUN:a"
+    for rid, rec in zip(("RUN-r1", "RUN-r2"), carried, strict=True):
+        assert rec.run_id == rid
+        assert rec.status == S.SUCCEEDED
+        assert rec.idempotency_key == "RUN:a"
+        assert (rec.args, rec.args_hash) == ({"amount": 5}, first.args_hash)
+        assert rec.attempt_history == first.attempt_history

@@ -344,6 +344,7 @@ class Agent:
             "failure_mode": self.failure_mode,
             "clock": self.clock,
             "restored": reuse,
+            "replaces": ctx.result.runs[-1].run_id if version else None,
             "reason": reason,
             "call_guard": ctx.calls,
             "tool_calls": ctx.tool_calls,

@@ -559,6 +559,24 @@ class Checkpointer:
         else:
             self._commit_events(steps=records)
 
+    def carry(
+        self, results: Iterable[StepResult], source: str | None, args: dict[str, Any]
+    ) -> None:
+        """Commit steps reused from run version ``source`` (the one this run replaces, when
+        known) as that version stored them — the idempotency key their calls were made with,
+        their arguments, hash and attempts — under this run; a step it has no succeeded
+        record of is recorded from its result."""
+        found = self.store.get_steps(source) if source is not None else {}
+        records = []
+        for r in results:
+            kept = found.get(r.id)
+            if kept is not None and kept.status == S.SUCCEEDED:
+                records.append(dataclasses.replace(kept, run_id=self.run_id))
+            else:
+                records.extend(self._records([r], args))
+        self._check_lease()
+        self._commit_events(steps=records)
+
     def finish(
         self,
         status: str,

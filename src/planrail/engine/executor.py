@@ -183,6 +183,7 @@ class Execution:
         security: SecurityPolicy | None = None,
         approve_call: ApproveCall | None = None,
         restored: Mapping[str, StepResult] | None = None,
+        replaces: str | None = None,
         tool_runner: ToolRunner | None = None,
         approver: Approver | None = None,
         approve: bool = False,
@@ -242,6 +243,9 @@ class Execution:
         self._carried: set[str] = set(self._restored)
         """The restored steps carried in from another run (given as ``restored``, not found in
         this run's record): :meth:`_record_carried` commits them to it."""
+        self._replaces = replaces
+        """The run version this one replaces (a replan's), whose records of the carried steps
+        are theirs in this run too."""
         self._seen: list[str] = list(self._restored)
         """The steps whose outputs the plan's author saw (a replan's reused steps): literals
         copied from them are not the user's (:mod:`planrail.plan.copied`)."""
@@ -641,7 +645,9 @@ class Execution:
         """Commit the steps carried in from another run (a replan's reused steps) to this
         run's record, as it opens: before anything of it is approved, recorded or called. A
         resume of this run — after a crash, a failure, or the approval it waited for — then
-        finds them succeeded and never calls them again (under this run's keys)."""
+        finds them succeeded and never calls them again (under this run's keys). Each is
+        recorded as the version it comes from recorded it — the key its call was made with,
+        its arguments and attempts — when that version is known and stored."""
         assert self._ckpt is not None
         carried = [sid for sid in self._restored if sid in self._carried and sid in self._steps]
         if not carried:
@@ -649,7 +655,7 @@ class Execution:
         for sid in carried:
             self.results[sid] = self._restored[sid]
         try:
-            self._ckpt.record([self.results[sid] for sid in carried], self.args)
+            self._ckpt.carry([self.results[sid] for sid in carried], self._replaces, self.args)
         except BaseException:
             self._ckpt.release()
             raise
