@@ -139,10 +139,11 @@ async def test_a_failed_plain_step_reports_whether_it_could_be_retried() -> None
 
 async def test_the_before_attempt_hook_sees_plain_steps_too() -> None:
     """The security policy and intent records hang on ``before_attempt``: a plain step calls it
-    once, with the resolved arguments and the call's key, before the tool runs."""
-    seen: list[tuple[str, int | None, int, Any, str]] = []
+    once, with the resolved arguments, before the tool runs (key None: the step's own, as the
+    executor makes it — no context is made for a tool that takes none)."""
+    seen: list[tuple[str, int | None, int, Any, str | None]] = []
 
-    def hook(step: Step, item: int | None, attempt: int, args: Any, key: str) -> None:
+    def hook(step: Step, item: int | None, attempt: int, args: Any, key: str | None) -> None:
         seen.append((step.id, item, attempt, args, key))
 
     registry = ToolRegistry.of([flaky])
@@ -154,7 +155,7 @@ async def test_the_before_attempt_hook_sees_plain_steps_too() -> None:
 
     outcome = await runner.run(step, {"src": {"n": 4}}, context)
     assert outcome.output == {"n": 8}
-    assert seen == [("a", None, 1, {"n": 4}, "run:a")]
+    assert seen == [("a", None, 1, {"n": 4}, None)]
 
 
 @planrail.tool(side_effects="none", resource="api")

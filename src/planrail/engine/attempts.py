@@ -35,9 +35,10 @@ __all__ = ["Attempt", "AttemptLoop", "Result", "Tally", "race"]
 
 T = TypeVar("T")
 
-BeforeAttempt = Callable[[Any, int | None, int, Any, str], Any]
+BeforeAttempt = Callable[[Any, int | None, int, Any, str | None], Any]
 """``before_attempt(step, item_index, attempt, args, key)``, ``key`` the call's idempotency key
-(``StepContext.idempotency_key``); may return an awaitable."""
+(``StepContext.idempotency_key``; None for the step's own, ``RUN_ID:STEP``, on the plain path,
+which makes no context for a tool that takes none); may return an awaitable."""
 OnAttempt = Callable[[Any, dict[str, Any]], None]
 """``on_attempt(step, record)`` after every attempt (``record["error"]`` is None on success)."""
 CallCheck = Callable[[Any, int | None, dict[str, Any], Any], "BaseException | None"]

@@ -840,15 +840,21 @@ class Execution:
         run_id = self.run_id
 
         def make(attempt: int) -> StepContext:
-            return StepContext(run_id, step.id, attempt, f"{run_id}:{step.id}")
+            return StepContext(run_id, step.id, attempt, self._key(step))
 
         return make
 
+    def _key(self, step: Step) -> str:
+        """The step's own idempotency key, ``RUN_ID:STEP`` (its items' and fallback calls'
+        build on it in the step runner: :func:`.step_runner.fallback_key`)."""
+        return f"{self.run_id}:{step.id}"
+
     def _before_attempt(
-        self, step: Step, item: int | None, attempt: int, args: Any, key: str
+        self, step: Step, item: int | None, attempt: int, args: Any, key: str | None
     ) -> Awaitable[None] | None:
-        """Called right before each call of a step's action, keyed ``key``: the security policy
-        vets a tool call (when the run has one), then the intent is recorded if it matters."""
+        """Called right before each call of a step's action, keyed ``key`` (None: the step's
+        own): the security policy vets a tool call (when the run has one), then the intent is
+        recorded if it matters."""
         if self.redactor is not None:
             self.redactor.learn_args(step.id, args)
         self._calling[step.id] = self._calling.get(step.id, 0) + 1
@@ -859,7 +865,9 @@ class Execution:
             return self._admit(step, item, attempt, args, key)
         return self._stored_first(step, attempt, args, key)
 
-    async def _admit(self, step: Step, item: int | None, attempt: int, args: Any, key: str) -> None:
+    async def _admit(
+        self, step: Step, item: int | None, attempt: int, args: Any, key: str | None
+    ) -> None:
         """The security policy vets the call (may raise), then the intent is recorded."""
         assert self._guard is not None
         await self._guard.admit(step, item, attempt, args, self.outputs)
@@ -868,7 +876,7 @@ class Execution:
             await stored
 
     def _stored_first(
-        self, step: Step, attempt: int, args: Any, key: str
+        self, step: Step, attempt: int, args: Any, key: str | None
     ) -> Awaitable[None] | None:
         """What must be committed before this call: its intent, keyed ``key``, if it changes
         the world (with the others of this loop turn, and the outcomes that started it if they
@@ -878,7 +886,7 @@ class Execution:
         if ckpt is None:
             return None
         if ckpt.needs_intent(step):
-            return ckpt.intent(self.results[step.id], step, key, attempt, args)
+            return ckpt.intent(self.results[step.id], step, key or self._key(step), attempt, args)
         return None if ckpt.unsaved is None else asyncio.shield(ckpt.unsaved)
 
     def _item_done(self, step: Step, index: int, item: Any, output: Any) -> None:

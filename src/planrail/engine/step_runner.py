@@ -283,25 +283,25 @@ class StepRunner:
             refused = loop.refused(step, None, _NO_EXTRA, args)
             if refused is not None:
                 return outcome_of(refused, Tally())
-        # Its one attempt, announced as AttemptLoop.run announces each.
-        ctx = context(1)
+        # Its one attempt, announced as AttemptLoop.run announces each (key None: the step's
+        # own, which a context would hold; none is made for a tool that takes none).
         before = loop.before_attempt
         if before is not None:
-            hooked = before(step, None, 1, args, ctx.idempotency_key)
+            hooked = before(step, None, 1, args, None)
             if hooked is not None and inspect.isawaitable(hooked):
                 await hooked
         began = self.clock.monotonic()
+        ctx = context(1) if tool.context_param is not None else None
         try:
             try:
-                given = ctx if tool.context_param is not None else None
-                output = action.finish(tool, await action.start(tool, copy_json(args), given))
+                output = action.finish(tool, await action.start(tool, copy_json(args), ctx))
             except Exception:
                 raise
             except BaseException as exc:
                 if isinstance(exc, asyncio.CancelledError):
                     left = abandoned_here()  # its thread runs on: a later run here waits
                     if left:
-                        keep_running(ctx.idempotency_key, left)
+                        keep_running(context(1).idempotency_key, left)
                 escaped(step.id, 1, exc)
         except Exception as exc:
             tally = Tally(1)
