@@ -37,9 +37,25 @@ from planrail.runs import resume as resume_execution
 from planrail.runs.build import validation_options
 from planrail.store.base import Store
 
-__all__ = ["Ask", "Outcome", "checked", "needs_approval", "resume", "start", "summary"]
+__all__ = ["Ask", "How", "Outcome", "checked", "needs_approval", "resume", "start", "summary"]
 
 Ask = Callable[[str], Awaitable[bool | None]]
+
+
+@dataclass(frozen=True)
+class How:
+    """How a run runs, as ``run_plan``/``resume_run`` are told (``planrail run``'s and
+    ``resume``'s ``--max-concurrency`` and ``--fail-fast``/``--no-fail-fast``): None keeps the
+    default, or on a resume the run's stored value; given, it is the run's from then on."""
+
+    max_concurrency: int | None = None
+    fail_fast: bool | None = None
+
+    def options(self) -> dict[str, Any]:
+        mode = None if self.fail_fast is None else ("fail_fast" if self.fail_fast else "continue")
+        return {"max_concurrency": self.max_concurrency, "failure_mode": mode}
+
+
 """Asks a person to approve (the text describes the plan): yes, no, or no answer (None)."""
 
 
@@ -72,6 +88,7 @@ async def start(
     run_id: str | None,
     ask: Ask | None,
     security: SecurityPolicy | None = None,
+    how: How | None = None,
 ) -> Outcome:
     pending = needs_approval(plan, registry)
     answer = None
@@ -89,6 +106,7 @@ async def start(
         approval=approval,
         approver=refuse_all if answer is False else defer,
         security=security,
+        **(how or How()).options(),
     )
     return await _outcome(execution, refused=answer is False)
 
@@ -100,6 +118,7 @@ async def resume(
     security: SecurityPolicy | None = None,
     *,
     policy_override: bool = False,
+    how: How | None = None,
 ) -> Outcome:
     """Continue run ``run_id``; under ``security`` it started under another policy only with
     ``policy_override`` (the run path records it, else raises ``PolicyMismatchError``)."""
@@ -113,6 +132,7 @@ async def resume(
             approver=defer,
             security=security,
             policy_override=policy_override,
+            **(how or How()).options(),
         )
     except PlanValidationError as exc:  # under the policy it would resume under
         issues = tuple(i.to_dict() for i in exc.issues)

@@ -193,7 +193,11 @@ class Service:
         return ValidationOut.model_validate(report.to_dict())
 
     async def run_plan(
-        self, plan: dict[str, Any], run_id: str | None, ask: runs.Ask | None
+        self,
+        plan: dict[str, Any],
+        run_id: str | None,
+        ask: runs.Ask | None,
+        how: runs.How | None = None,
     ) -> RunOut:
         report = runs.checked(plan, self.registry, self.security)
         if report.plan is None:
@@ -205,11 +209,11 @@ class Service:
             )
         with _told_to_the_caller(PlanrailError):  # a bad run id, a busy run, another plan
             outcome = await runs.start(
-                report.plan, self.registry, self.store, run_id, ask, self.security
+                report.plan, self.registry, self.store, run_id, ask, self.security, how
             )
             return _out(outcome)
 
-    async def resume_run(self, run_id: str) -> RunOut:
+    async def resume_run(self, run_id: str, how: runs.How | None = None) -> RunOut:
         if self.store.get_run(run_id) is None:  # anticipated, as for get_run
             raise ToolError(f"no run '{run_id}' in this store")
         # another runner holds it, another plan, another policy (without policy_override)
@@ -220,6 +224,7 @@ class Service:
                 self.store,
                 self.security,
                 policy_override=self.policy_override,
+                how=how,
             )
             return _out(outcome)
 
@@ -283,6 +288,23 @@ def _answer(outcome: ElicitationResult[Approval]) -> runs.Ask:
     return ask
 
 
+MaxConcurrency = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        description="Most steps running at once (stored with the run: a resume given none"
+        " keeps it).",
+    ),
+]
+FailFast = Annotated[
+    bool | None,
+    Field(
+        description="Cancel what is in flight on the first failure (false: go on past"
+        " failures, the default; stored with the run: a resume given neither keeps it).",
+    ),
+]
+
+
 def build_server(service: Service, name: str = "planrail") -> MCPServer:
     """The MCP server offering ``service`` (``.run()`` serves stdio)."""
     server = MCPServer(
@@ -310,11 +332,14 @@ def build_server(service: Service, name: str = "planrail") -> MCPServer:
         plan: dict[str, Any],
         answer: Annotated[ElicitationResult[Approval], Resolve(approval)],
         run_id: str | None = None,
+        max_concurrency: MaxConcurrency = None,
+        fail_fast: FailFast = None,
     ) -> RunOut:
         """Validate, approve and run a plan by dependency; returns its run id and status. A
         plan that needs approval is asked about (MCP elicitation) or waits for `planrail
         approve`."""
-        return await service.run_plan(plan, run_id, _answer(answer))
+        how = runs.How(max_concurrency, fail_fast)
+        return await service.run_plan(plan, run_id, _answer(answer), how)
 
     @server.tool(annotations=read_only)
     def get_run(run_id: str) -> dict[str, Any]:
@@ -333,9 +358,12 @@ def build_server(service: Service, name: str = "planrail") -> MCPServer:
         return service.list_runs(status, limit)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
-    async def resume_run(run_id: str) -> RunOut:
-        """Continue a run from its checkpoint (after `planrail approve`, or an interruption)."""
-        return await service.resume_run(run_id)
+    async def resume_run(
+        run_id: str, max_concurrency: MaxConcurrency = None, fail_fast: FailFast = None
+    ) -> RunOut:
+        """Continue a run from its checkpoint (after `planrail approve`, or an interruption).
+        Given neither, it runs with the run's stored max_concurrency and fail_fast."""
+        return await service.resume_run(run_id, runs.How(max_concurrency, fail_fast))
 
     @server.resource(CATALOG_URI, mime_type="application/json")
     def catalog() -> dict[str, Any]:
