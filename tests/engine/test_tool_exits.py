@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -223,3 +224,60 @@ async def test_an_error_whose_message_cannot_be_read_is_recorded(
     assert "its message cannot be read" in bad.error["message"]
     assert (result.steps["other"].output, result.steps["after"].output) == (2, 3)
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+@planrail.tool(side_effects="none")
+def sync_interrupt() -> str:
+    raise KeyboardInterrupt
+
+
+@planrail.tool(side_effects="none")
+async def async_interrupt() -> str:
+    raise KeyboardInterrupt
+
+
+def _interrupting(tool: str) -> dict[str, Any]:
+    return {
+        "goal": "g",
+        "steps": [
+            {"id": "k", "tool": tool, "args": {}},
+            {"id": "after", "tool": "fine", "args": {"x": 1}},
+        ],
+    }
+
+
+async def test_a_sync_tool_raising_keyboard_interrupt_fails_its_attempt() -> None:
+    """A sync tool runs in a worker thread, which no Ctrl-C reaches (signals go to the main
+    thread): its ``KeyboardInterrupt`` is its own, and fails its attempt — it stopped the whole
+    run as a Ctrl-C would (``planrail run`` exited 130, a served run never answered)."""
+    result = await planrail.arun(_interrupting("sync_interrupt"), [sync_interrupt, fine])
+    assert result.status == "failed"
+    assert result.steps["k"].error is not None
+    assert result.steps["k"].error["type"] == "ToolError"
+    assert "KeyboardInterrupt in its thread" in result.steps["k"].error["message"]
+    assert result.steps["after"].output == 2
+
+
+def test_a_run_driven_off_the_main_thread_takes_no_keyboard_interrupt_for_a_ctrl_c() -> None:
+    """Driven on another thread (as the dashboard drives its resumes), an async tool's
+    ``KeyboardInterrupt`` fails its attempt: no Ctrl-C arrives there. It ended the thread with a
+    traceback and left the run ``running``. On the main thread it is still taken for one."""
+    found: list[Any] = []
+
+    def drive() -> None:
+        try:
+            found.append(planrail.run(_interrupting("async_interrupt"), [async_interrupt, fine]))
+        except BaseException as exc:  # the failure the test reports
+            found.append(exc)
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    [result] = found
+    assert isinstance(result, planrail.RunResult), result
+    assert result.steps["k"].error is not None
+    assert "off the main thread" in result.steps["k"].error["message"]
+    assert result.steps["after"].output == 2
+    with pytest.raises(KeyboardInterrupt):
+        planrail.run(_interrupting("async_interrupt"), [async_interrupt, fine])

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from planrail.errors import ExecutionError
+from planrail.errors import ExecutionError, ToolError
 from planrail.plan.tools import Tool
 
 if TYPE_CHECKING:
@@ -182,6 +182,14 @@ class _DaemonPool:
                     error = RuntimeError(f"the tool raised StopIteration({str(exc)!r})")
                     error.__cause__ = exc
                     future.set_exception(error)  # as Python does for a coroutine (PEP 479)
+                except KeyboardInterrupt as exc:  # the tool's own: no Ctrl-C reaches a thread
+                    interrupt = ToolError(
+                        "the tool raised KeyboardInterrupt in its thread, where no Ctrl-C"
+                        " arrives (signals reach the main thread only): the attempt failed"
+                        " instead"
+                    )
+                    interrupt.__cause__ = exc
+                    future.set_exception(interrupt)
                 except BaseException as exc:  # the caller sees it, as with any pool
                     future.set_exception(exc)
             with self._lock:

@@ -20,6 +20,7 @@ import asyncio
 import functools
 import inspect
 import random
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -711,8 +712,10 @@ def escaped(step_id: str, attempt: int, exc: BaseException) -> NoReturn:
     loop, and ``planrail run`` exit with the tool's code), ``GeneratorExit``, a
     ``BaseException`` subclass of the tool's own, and a ``CancelledError`` the tool raised
     while nothing cancelled its step (each left the step's task dead and the run waiting for
-    it for ever). A ``KeyboardInterrupt`` and a real cancellation go on as they are."""
-    if isinstance(exc, KeyboardInterrupt):
+    it for ever). A real cancellation goes on as it is, and so does a ``KeyboardInterrupt`` on
+    the main thread, where a Ctrl-C arrives; a run driven on another thread (the dashboard's
+    resumes) gets none, so there it is the tool's and fails the attempt."""
+    if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
         raise exc
     if isinstance(exc, asyncio.CancelledError):
         task = asyncio.current_task()
@@ -720,6 +723,8 @@ def escaped(step_id: str, attempt: int, exc: BaseException) -> NoReturn:
             raise exc
     if isinstance(exc, SystemExit):
         said = f"tried to end the process (SystemExit({exc.code!r}), as sys.exit() raises)"
+    elif isinstance(exc, KeyboardInterrupt):
+        said = "raised KeyboardInterrupt in a run off the main thread, where no Ctrl-C arrives"
     else:
         said = f"raised {type(exc).__name__}({error_message(exc)!r}), which is not an Exception"
     raise ToolError(
