@@ -157,10 +157,6 @@ class DyingStore(Detachable):
     def die(self) -> None:
         self.detach()
 
-    @property
-    def dead(self) -> bool:
-        return not self.attached
-
 
 async def crash_run(
     plan: Plan, tools: list[Tool], ledger: Ledger, store: Store, run_id: str

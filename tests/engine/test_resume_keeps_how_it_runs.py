@@ -42,6 +42,17 @@ def _plan(*names: str) -> dict[str, Any]:
     return {"goal": "call the API", "steps": steps}
 
 
+async def _approved_waiting(store_url: str, plan: dict[str, Any], **options: Any) -> None:
+    """Run ``R`` of ``plan`` started with ``options``, stored waiting for approval (nothing
+    called), then approved by an operator: a resume runs every step."""
+    with open_store(store_url) as store:
+        first = planrail.prepare(
+            plan, [call_api], store=store, run_id="R", approver=defer, **options
+        )
+        assert (await first.run()).status == "awaiting_approval"
+        operations.approve(store, "R")
+
+
 @pytest.mark.parametrize("resume_with", [{}, {"max_concurrency": 3}], ids=["stored", "given"])
 async def test_a_resume_runs_with_the_runs_max_concurrency(
     store_url: str, resume_with: dict[str, Any]
@@ -49,12 +60,7 @@ async def test_a_resume_runs_with_the_runs_max_concurrency(
     CALLS.clear()
     RUNNING.update(now=0, peak=0)
     plan = _plan("a", "b", "c")
-    with open_store(store_url) as store:
-        first = planrail.prepare(
-            plan, [call_api], store=store, run_id="R", approver=defer, max_concurrency=1
-        )
-        assert (await first.run()).status == "awaiting_approval"
-        operations.approve(store, "R")
+    await _approved_waiting(store_url, plan, max_concurrency=1)
     with open_store(store_url) as store:  # another process's resume
         done = await planrail.resume("R", [call_api], store=store, **resume_with).run()
         kept = store.get_run("R")
@@ -72,12 +78,7 @@ async def test_a_resume_of_a_fail_fast_run_stops_at_its_first_failure(store_url:
     CALLS.clear()
     plan = _plan("bad", "later")
     options: dict[str, Any] = {"max_concurrency": 1, "failure_mode": "fail_fast"}
-    with open_store(store_url) as store:
-        first = planrail.prepare(
-            plan, [call_api], store=store, run_id="R", approver=defer, **options
-        )
-        assert (await first.run()).status == "awaiting_approval"
-        operations.approve(store, "R")
+    await _approved_waiting(store_url, plan, **options)
     with open_store(store_url) as store:
         done = await planrail.resume("R", [call_api], store=store).run()
     assert done.status == "failed"
@@ -95,12 +96,7 @@ async def test_a_resume_given_continue_turns_fail_fast_off_from_then_on(
     monkeypatch.setattr(__name__ + ".FAILING", {"bad", "also_bad"})
     plan = _plan("bad", "also_bad")
     options: dict[str, Any] = {"max_concurrency": 1, "failure_mode": "fail_fast"}
-    with open_store(store_url) as store:
-        first = planrail.prepare(
-            plan, [call_api], store=store, run_id="R", approver=defer, **options
-        )
-        assert (await first.run()).status == "awaiting_approval"
-        operations.approve(store, "R")
+    await _approved_waiting(store_url, plan, **options)
     for given in ({"failure_mode": "continue"}, {}):
         CALLS.clear()
         with open_store(store_url) as store:

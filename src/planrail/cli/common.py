@@ -23,7 +23,7 @@ from planrail.cli.jsonout import json_text
 from planrail.cli.printable import console as printable_console
 from planrail.cli.render import print_issues, print_result
 from planrail.engine.approval import ApprovalRequest, Approver
-from planrail.engine.executor import Execution, FailureMode
+from planrail.engine.executor import Execution
 from planrail.engine.result import RunResult
 from planrail.errors import PlanrailError, ToolLoadError
 from planrail.plan.catalog import load_catalog, load_tools
@@ -172,12 +172,6 @@ FailFastOpt = Annotated[
         show_default=False,
     ),
 ]
-
-
-def failure_mode(fail_fast: bool | None) -> FailureMode | None:
-    """The run's ``failure_mode`` for ``--fail-fast``/``--no-fail-fast``/neither (None: a
-    resume keeps the stored mode, a new run goes on past failures)."""
-    return None if fail_fast is None else ("fail_fast" if fail_fast else "continue")
 
 
 ModelOpt = Annotated[

@@ -34,7 +34,6 @@ from planrail.cli.common import (
     app,
     ask_call,
     fail,
-    failure_mode,
     open_store_or_exit,
     out,
     redactor_for,
@@ -46,6 +45,7 @@ from planrail.cli.interrupts import python_sigint
 from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_result, print_warnings
+from planrail.engine.executor import failure_mode_of
 from planrail.errors import PlanrailError
 from planrail.llm import Budget, PriceTable, open_llm
 from planrail.plan.secrets import Redactor
@@ -199,7 +199,7 @@ def plan_cmd(
             max_replans=max_replans,
             stream=stream,
             max_concurrency=max_concurrency,
-            failure_mode=failure_mode(fail_fast),
+            failure_mode=failure_mode_of(fail_fast),
             prompt=prompt,  # type: ignore[arg-type]  # one of the three: checked above
         )
     except PlanrailError as exc:  # an option no run could take (a bad --run-id)

@@ -33,7 +33,6 @@ from planrail.cli.common import (
     execute,
     exit_code,
     fail,
-    failure_mode,
     open_llm_or_exit,
     open_store_or_exit,
     out,
@@ -46,6 +45,7 @@ from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.printable import console as printable_console
 from planrail.cli.render import print_issues, print_warnings
+from planrail.engine.executor import failure_mode_of
 from planrail.errors import PlanrailError, PlanValidationError
 from planrail.plan.validate import (
     LEVELS,
@@ -167,7 +167,7 @@ def run_cmd(
         tool_runner=tool_runner_for(backend, ray_address, max_concurrency, console),
         run_id=run_id,
         max_concurrency=max_concurrency,
-        failure_mode=failure_mode(fail_fast),
+        failure_mode=failure_mode_of(fail_fast),
         yes=yes,
         quiet=quiet,
         trace=trace,

@@ -28,7 +28,6 @@ from planrail.cli.common import (
     app,
     emit_result,
     fail,
-    failure_mode,
     open_llm_or_exit,
     open_store_or_exit,
     operator_name,
@@ -42,6 +41,7 @@ from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.run_cmd import run as run_on_terminal
 from planrail.engine import operations
 from planrail.engine.checkpoint import load_result
+from planrail.engine.executor import failure_mode_of
 from planrail.engine.gate import REPLANNED_AS, replaced_by, stored_width
 from planrail.errors import PlanLoadError, PlanrailError
 from planrail.plan.loader import PlanLimits, load_document
@@ -112,7 +112,7 @@ def resume_cmd(
             backend, ray_address, max_concurrency or stored_width(run), console
         ),
         max_concurrency=max_concurrency,
-        failure_mode=failure_mode(fail_fast),
+        failure_mode=failure_mode_of(fail_fast),
         reason="resume",
         yes=yes,
         quiet=quiet,

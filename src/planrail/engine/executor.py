@@ -69,11 +69,19 @@ from planrail.policies.security import (
 from planrail.store.base import Store, check_store
 from planrail.types import Clock, Observer, StepStatus
 
-__all__ = ["Execution", "FailureMode", "new_run_id"]
+__all__ = ["Execution", "FailureMode", "failure_mode_of", "new_run_id"]
 
 log = logging.getLogger("planrail")
 
 FailureMode = Literal["continue", "fail_fast"]
+
+
+def failure_mode_of(fail_fast: bool | None) -> FailureMode | None:
+    """The ``failure_mode`` a door's fail-fast switch asks for (``--fail-fast``/
+    ``--no-fail-fast``, MCP ``fail_fast``), or None when it is not given: a new run goes on
+    past failures, a resume keeps the mode stored with the run."""
+    return None if fail_fast is None else ("fail_fast" if fail_fast else "continue")
+
 
 E = EventType
 S = StepStatus

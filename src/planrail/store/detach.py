@@ -35,11 +35,6 @@ class Detachable(StoreBase):
         self._lock = threading.Lock()
         self._attached = True
 
-    @property
-    def attached(self) -> bool:
-        """Whether calls still reach the store."""
-        return self._attached
-
     def detach(self) -> bool:
         """Let nothing more through; whether it was still attached. Waits for a call under way
         to end: once it returns, the store may close."""

@@ -113,7 +113,7 @@ class Dashboard:
 
         A run still busy after that (a tool slow to stop) is given up, its id returned and kept
         in :attr:`given_up` (also when the stop is a ``KeyboardInterrupt`` on its way): it
-        is cut off from the store (:class:`~planrail.web.detach.Detachable`), so it winds down
+        is cut off from the store (:class:`~planrail.store.detach.Detachable`), so it winds down
         without writing anything more and the store may close. It stays as a crash leaves it —
         ``running``, its lease no longer renewed — and a resume takes it over once the lease
         has expired (on this host, as soon as this process has exited)."""

@@ -24,7 +24,7 @@ from typing import Any
 from planrail.agent.approval import side_effecting_steps as needs_approval
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import approval_record, defer, refuse_all
-from planrail.engine.executor import Execution
+from planrail.engine.executor import Execution, failure_mode_of
 from planrail.errors import PlanValidationError
 from planrail.integrations.mcp.question import question
 from planrail.integrations.mcp.tools import bind_approval
@@ -40,6 +40,7 @@ from planrail.store.base import Store
 __all__ = ["Ask", "How", "Outcome", "checked", "needs_approval", "resume", "start", "summary"]
 
 Ask = Callable[[str], Awaitable[bool | None]]
+"""Asks a person to approve (the text describes the plan): yes, no, or no answer (None)."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,10 @@ class How:
     fail_fast: bool | None = None
 
     def options(self) -> dict[str, Any]:
-        mode = None if self.fail_fast is None else ("fail_fast" if self.fail_fast else "continue")
-        return {"max_concurrency": self.max_concurrency, "failure_mode": mode}
-
-
-"""Asks a person to approve (the text describes the plan): yes, no, or no answer (None)."""
+        return {
+            "max_concurrency": self.max_concurrency,
+            "failure_mode": failure_mode_of(self.fail_fast),
+        }
 
 
 @dataclass(frozen=True, slots=True)
