@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     cp = args.cp or (0.5 if args.quick else 1.5)
     rounds = args.rounds or (1 if args.quick else 3)
     names = [n for n in args.dags.split(",") if n]
+    if unknown := sorted(set(names) - {*WORKFLOWS, "fan"}):
+        parser.error(
+            f"unknown DAG(s) {', '.join(unknown)}; known: {', '.join((*WORKFLOWS, 'fan'))}"
+        )
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="planrail-cli-plans-") as tmp:
         plans: dict[str, tuple[Path, int]] = {}
