@@ -14,6 +14,7 @@ import pytest
 import planrail
 from planrail.engine.approval import approve_all
 from planrail.engine.executor import Execution
+from planrail.engine.result import StepResult
 from planrail.errors import StoreError
 from planrail.store import MemoryStore, SQLiteStore
 from planrail.store.base import Intent
@@ -171,24 +172,29 @@ async def test_a_chain_commits_each_outcome_with_the_next_steps_intent() -> None
     assert len(store.commits) <= n + 3  # + the approval, the first intent, the run's end
 
 
-async def test_intents_queued_while_outcomes_are_unsaved_wait_for_the_outcome_commit() -> None:
-    """While the executor's outcomes are unsaved (applied, not committed yet), committing
-    intents commits nothing; the outcome commit carries them, and only then is the call's wait
-    over; ``saved`` then releases what waited on the outcomes."""
+def _opened_checkpointer(store: Any, run_id: str) -> tuple[Any, Any]:
+    """A checkpointer of run ``run_id`` over a wide plan of one keyed tool, opened."""
     from planrail.clock import SYSTEM_CLOCK
     from planrail.engine.checkpoint import Checkpointer
-    from planrail.engine.result import StepResult
 
     @planrail.tool(side_effects="keyed")
     async def write(step: str) -> str:
         """Returns its step."""
         return step
 
-    store = CommitLog(MemoryStore())
     registry = planrail.ToolRegistry.of([write])
     plan = planrail.validate(_wide_plan("write"), registry).raise_for_errors()
-    ckpt = Checkpointer(store, plan, registry, "h1", SYSTEM_CLOCK)
+    ckpt = Checkpointer(store, plan, registry, run_id, SYSTEM_CLOCK)
     ckpt.open()
+    return ckpt, plan
+
+
+async def test_intents_queued_while_outcomes_are_unsaved_wait_for_the_outcome_commit() -> None:
+    """While the executor's outcomes are unsaved (applied, not committed yet), committing
+    intents commits nothing; the outcome commit carries them, and only then is the call's wait
+    over; ``saved`` then releases what waited on the outcomes."""
+    store = CommitLog(MemoryStore())
+    ckpt, plan = _opened_checkpointer(store, "h1")
     unsaved = ckpt.unsaved = asyncio.get_running_loop().create_future()
     root = plan.steps[0]
     waiting = ckpt.intent(StepResult(root.id), root, f"h1:{root.id}", 1, {"step": "root"})
@@ -233,6 +239,18 @@ def _two_layers(tool: str) -> dict[str, Any]:
         }
     )
     return plan
+
+
+async def test_an_intent_under_a_key_outside_its_run_is_refused_before_it_is_queued() -> None:
+    """The step key an intent records is what follows ``RUN_ID:`` in its idempotency key: a
+    key of another run (or none of this run's form) is a planrail bug, stopped at once."""
+    store = CommitLog(MemoryStore())
+    ckpt, plan = _opened_checkpointer(store, "h1")
+    root = plan.steps[0]
+    for key in (f"h2:{root.id}", f"h1{root.id}", "h1"):
+        with pytest.raises(AssertionError, match="outside run h1"):
+            ckpt.intent(StepResult(root.id), root, key, 1, {"step": "root"})
+    assert not ckpt._queued
 
 
 @pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
@@ -306,7 +324,6 @@ def test_a_failed_commit_keeps_its_events_for_the_next() -> None:
     from planrail.clock import SYSTEM_CLOCK
     from planrail.engine.checkpoint import Checkpointer
     from planrail.engine.events import Event, EventType
-    from planrail.engine.result import StepResult
 
     @planrail.tool(side_effects="keyed")
     async def write(step: str) -> str:

@@ -381,6 +381,11 @@ class Checkpointer:
         (group commit: one fsync for a whole wave of steps), with the outcomes committed in that
         turn if there are any. Each call still waits for its own intent to be durable.
         """
+        # Every key the executor makes is RUN_ID:STEP, and the step runner's build on it
+        # (Execution._key, step_runner.fallback_key): the step key is what follows RUN_ID:.
+        assert key.startswith(self.run_id + ":"), (
+            f"an idempotency key outside run {self.run_id}: {key}"
+        )
         step_key = key[len(self.run_id) + 1 :]  # STEP, or STEP:unit
         digest = args_hash(args)
         if step_key == step.id:
