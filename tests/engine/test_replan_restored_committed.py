@@ -16,7 +16,7 @@ from planrail.agent import Agent, approve_all
 from planrail.engine import operations
 from planrail.engine.approval import defer
 from planrail.engine.checkpoint import load_result
-from planrail.engine.gate import RunReplannedError
+from planrail.engine.gate import REPLACES, RunReplannedError, replaces_of
 from planrail.plan.tools import Tool
 from planrail.store import Store, open_store
 from planrail.testing import FakeClock, ScriptedLLM
@@ -307,3 +307,28 @@ async def test_a_reused_step_is_recorded_as_the_version_it_comes_from_recorded_i
         assert rec.idempotency_key == "RUN:a"
         assert (rec.args, rec.args_hash) == ({"amount": 5}, first.args_hash)
         assert rec.attempt_history == first.attempt_history
+
+
+async def test_a_replans_record_names_the_version_it_replaced_and_its_resume_keeps_it(
+    store_url: str,
+) -> None:
+    """``RUN-r1``'s record says it replaced ``RUN`` (:data:`~planrail.engine.gate.REPLACES`,
+    from the ``replaces`` the agent gives its execution) as it is created; a resume, which is
+    given no ``replaces``, rewrites the record and keeps the fact."""
+    ledger = Ledger(notify_fails=2)
+    tools = make_tools(ledger)
+    with open_store(store_url) as store:
+        result = await agent(ledger, store, tools, FakeClock(wall=WALL)).run(GOAL)
+        assert result.status == "failed", result.reason
+        failed = store.get_run("RUN-r1")
+    assert failed is not None
+    assert (failed.status, replaces_of(failed)) == ("failed", "RUN")
+
+    assert (await resume_r1(tools, store_url)).status == "succeeded"
+
+    with open_store(store_url) as reader:
+        resumed, first = reader.get_run("RUN-r1"), reader.get_run("RUN")
+    assert resumed is not None
+    assert first is not None
+    assert (resumed.status, resumed.metadata.get(REPLACES)) == ("succeeded", "RUN")
+    assert replaces_of(first) is None

@@ -11,6 +11,7 @@ model whose first plan fails and whose replan is stored as ``RUN-r1``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -22,9 +23,11 @@ from urllib.parse import quote
 import pytest
 from starlette.testclient import TestClient
 
+from planrail.engine.gate import REPLACES, mark_replanned
 from planrail.runs import prepare
 from planrail.store import Store, open_store
 from planrail.web import Dashboard, Guard, create_app
+from planrail.web.views import previous_version
 
 from .conftest import Served, registry, replanned_run
 
@@ -177,13 +180,18 @@ def test_the_replans_page_says_which_version_it_replaced_and_can_be_resumed(
     assert (_text(replaces), _links(replaces)) == ("replan of rp", ["/runs/rp"])
 
 
+def _quick_run(store: Store, run_id: str, n: int = 1, **options: Any) -> None:
+    """Run ``run_id`` of a one-step plan (``quick`` with ``n``) into ``store``: it succeeds."""
+    plan = {"goal": "g", "steps": [{"id": "a", "tool": "quick", "args": {"n": n}}]}
+    execution = prepare(plan, registry(), store=store, run_id=run_id, **options)
+    assert asyncio.run(execution.run()).status == "succeeded"
+
+
 def test_an_id_alone_does_not_make_a_replan(store: Store, client: TestClient) -> None:
     """``solo-r1`` beside ``solo``, neither stored as replaced: nothing is said of either —
     the run-id convention is read only where the store marks the version before replaced."""
-    plan = {"goal": "g", "steps": [{"id": "a", "tool": "quick", "args": {"n": 1}}]}
     for run_id in ("solo", "solo-r1"):
-        execution = prepare(plan, registry(), store=store, run_id=run_id)
-        assert asyncio.run(execution.run()).status == "succeeded"
+        _quick_run(store, run_id)
         assert _stored_newer(store, run_id) is None
     for run_id in ("solo", "solo-r1"):
         info = _info(client, run_id)
@@ -209,6 +217,48 @@ def test_an_odd_run_id_is_escaped_on_the_page_and_encoded_in_the_link(
     replaces = _element(_page(client, newer), "replaces")
     assert replaces is not None
     assert _links(replaces) == [_path(ODD)]
+
+
+def test_a_replan_is_named_by_its_record_whatever_the_run_ids(
+    store: Store, client: TestClient
+) -> None:
+    """A version run as ``retry on tuesday`` with ``replaces="nightly/7"`` (what an agent's
+    replan passes), its older version marked replaced as the agent marks it: ids that follow
+    no convention, yet its JSON and page name ``nightly/7`` (a link) from its record
+    (``replaces``), and ``nightly/7`` is its previous version (the approval page's diff)."""
+    older, newer = "nightly/7", "retry on tuesday"
+    _quick_run(store, older)
+    mark_replanned(store, older, newer)
+    _quick_run(store, newer, n=2, replaces=older)
+    stored = store.get_run(newer)
+    assert stored is not None
+    assert stored.metadata.get(REPLACES) == older
+    assert _info(client, newer)["replaces"] == older
+    replaces = _element(_page(client, newer), "replaces")
+    assert replaces is not None
+    assert (_text(replaces), _links(replaces)) == (f"replan of {older}", [_path(older)])
+    assert _info(client, older)["replanned_as"] == newer
+    before = previous_version(store, stored)
+    assert before is not None
+    assert before.run_id == older
+
+
+def test_a_record_written_before_the_fact_is_read_by_the_run_id_convention(
+    store: Store, client: TestClient
+) -> None:
+    """The agent's replan ``rp-r1`` stores ``replaces: rp``; with that key taken out of its
+    record (as planrail wrote records before it stored the fact) its page still says
+    "replan of rp": ``rp`` is the version before by the convention, marked replaced by it."""
+    replanned_run(store, "rp")
+    stored = store.get_run("rp-r1")
+    assert stored is not None
+    assert stored.metadata.get(REPLACES) == "rp"
+    kept = {k: v for k, v in stored.metadata.items() if k != REPLACES}
+    store.commit(run=dataclasses.replace(stored, metadata=kept))
+    assert _info(client, "rp-r1")["replaces"] == "rp"
+    replaces = _element(_page(client, "rp-r1"), "replaces")
+    assert replaces is not None
+    assert (_text(replaces), _links(replaces)) == ("replan of rp", ["/runs/rp"])
 
 
 # ------------------------------------------------------------------ in a browser

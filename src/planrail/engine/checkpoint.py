@@ -97,6 +97,7 @@ class Checkpointer:
         policies: dict[str, Any] | None = None,
         effects: Mapping[str, Effect] | None = None,
         schemas: Mapping[str, str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.plan = plan
@@ -115,6 +116,9 @@ class Checkpointer:
         self.schemas = dict(schemas or {})
         """Schema hashes of the plan's tools, kept with a run that waits for approval (an
         operator's approval binds them)."""
+        self.metadata = dict(metadata or {})
+        """The rest of what the run's record keeps in its metadata, fixed as the run is created
+        (the run version it replaces: :data:`planrail.engine.gate.REPLACES`)."""
         self._seq = 0
         """The seq of the last event this runner committed: later ones are someone else's."""
         self.created_at = clock.now()
@@ -285,7 +289,7 @@ class Checkpointer:
         return kept
 
     def _run_metadata(self) -> dict[str, Any]:
-        found: dict[str, Any] = {}
+        found: dict[str, Any] = dict(self.metadata)
         if self.policies is not None:
             found["policies"] = self.policies
         if self.schemas:

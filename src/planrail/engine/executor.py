@@ -253,7 +253,8 @@ class Execution:
         this run's record): :meth:`_record_carried` commits them to it."""
         self._replaces = replaces
         """The run version this one replaces (a replan's), whose records of the carried steps
-        are theirs in this run too."""
+        are theirs in this run too; its record names it (:data:`.gate.REPLACES`), and a resume
+        keeps it (:func:`.gate.adopt`)."""
         self._seen: list[str] = list(self._restored)
         """The steps whose outputs the plan's author saw (a replan's reused steps): literals
         copied from them are not the user's (:mod:`planrail.plan.copied`)."""
@@ -629,6 +630,7 @@ class Execution:
                 policies=gate.policies(self),
                 schemas=gate.schema_pins(self.plan, self.registry),
                 effects=self.effects,
+                metadata=None if self._replaces is None else {gate.REPLACES: self._replaces},
             )
             try:
                 stored, self._in_doubt = ckpt.open()

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "APPROVAL_STEPS",
     "BUDGET",
+    "REPLACES",
     "REPLANNED_AS",
     "SCHEMAS",
     "RunReplannedError",
@@ -49,6 +50,7 @@ __all__ = [
     "policies",
     "replaced_by",
     "replaced_note",
+    "replaces_of",
     "resumes_under",
     "schema_pins",
     "stored_width",
@@ -151,7 +153,8 @@ def _unapproved(ex: Execution, needed: list[str], answer: bool | None) -> str:
 
 
 def adopt(ex: Execution, stored: RunRecord | None) -> None:
-    """A run found in the store brings its approval and the policies it started with.
+    """A run found in the store brings its approval, the policies it started with and the
+    run version it replaced (:data:`REPLACES`).
 
     Policies given here that differ from the stored ones are refused
     (:class:`PolicyMismatchError`) unless ``policy_override``, which is recorded as an
@@ -169,6 +172,9 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
     check_current(stored)
     if ex.approval is None and stored.approval is not None:
         ex.approval = dict(stored.approval)
+    older = replaces_of(stored)
+    if older is not None:  # a resume is given none: the run keeps the version it replaced
+        ex._replaces = older
     saved = stored.metadata.get("policies")
     if not isinstance(saved, dict):
         return
@@ -214,6 +220,10 @@ def resumes_under(
 REPLANNED_AS = "replanned_as"
 """A run record's metadata key: the run version that replaced its plan (an agent's replan)."""
 
+REPLACES = "replaces"
+"""A run record's metadata key: the run version it replaced (a replan's, given as
+``Execution(replaces=...)``), stored as the run is created and kept by its resumes."""
+
 
 class RunReplannedError(ExecutionError):
     """The run was replanned: the version that replaced it carries its work on; resuming it
@@ -236,6 +246,13 @@ def replaced_by(stored: RunRecord) -> str | None:
     every door shows of it, from the one stored fact that :func:`check_current` refuses on."""
     newer = stored.metadata.get(REPLANNED_AS)
     return newer if isinstance(newer, str) else None
+
+
+def replaces_of(stored: RunRecord) -> str | None:
+    """The run version that run ``stored`` replaced (:data:`REPLACES`), or None: a run that
+    replaced none, or one recorded before planrail stored the fact."""
+    older = stored.metadata.get(REPLACES)
+    return older if isinstance(older, str) else None
 
 
 def replaced_note(newer: str) -> str:

@@ -26,7 +26,7 @@ from starlette.routing import Route
 from planrail._json import encodable
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine import operations
-from planrail.engine.gate import REPLANNED_AS, replaced_by
+from planrail.engine.gate import REPLACES, REPLANNED_AS, replaced_by
 from planrail.errors import PlanrailError, error_dict
 from planrail.observe.graph import DepGraph
 from planrail.observe.layout import to_svg
@@ -376,7 +376,7 @@ def _run_info(
         "can_resume": dash.can_resume,
         "resuming": running is not None and running.is_alive(),
         REPLANNED_AS: replaced_by(run),
-        "replaces": replaces,
+        REPLACES: replaces,
     }
 
 

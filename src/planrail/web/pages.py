@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from planrail._json import encodable
-from planrail.engine.gate import REPLANNED_AS, replaced_note
+from planrail.engine.gate import REPLACES, REPLANNED_AS, replaced_note
 from planrail.web.paths import run_path
 from planrail.web.views import UNKNOWN, status_colors
 
@@ -86,7 +86,7 @@ def _run_link(run_id: str) -> str:
 def _versions(info: dict[str, Any]) -> str:
     """The plan versions the store links this run to: the one that replaced it (resume that
     one) and the one it replaced."""
-    newer, older = info.get(REPLANNED_AS), info.get("replaces")
+    newer, older = info.get(REPLANNED_AS), info.get(REPLACES)
     lines = []
     if newer:
         lines.append(

@@ -17,7 +17,7 @@ from typing import Any
 from planrail.engine.approval import ApprovalRequest
 from planrail.engine.approval_view import PlanDiff, StepView
 from planrail.engine.events import EventType
-from planrail.engine.gate import REPLANNED_AS, replaced_by
+from planrail.engine.gate import REPLANNED_AS, replaced_by, replaces_of
 from planrail.observe.graph import COLORS
 from planrail.observe.view import redact, trace_ids
 from planrail.plan.effects import effects_of, needing_approval
@@ -338,11 +338,12 @@ _REPLAN = re.compile(r"^(?P<base>.+)-r(?P<n>[1-9][0-9]*)$")
 def previous_version(store: Store, run: RunRecord) -> RunRecord | None:
     """The plan version approved before ``run``'s, when ``run`` is a replan, else None.
 
-    The store links the versions by run id only: an agent stores replan N of run ``X`` as
-    ``X-rN`` (:class:`planrail.agent.Agent`), so the version before is ``X-r(N-1)``, or ``X``
-    for the first replan. A replan keeps the goal (the planner enforces its anchor), so a run
-    of another goal under such an id is not taken for one; nor is a version that was never
-    approved (:func:`was_approved`): the page says "changed since the approved version".
+    The version before is the one ``run``'s record says it replaced
+    (:data:`~planrail.engine.gate.REPLACES`); a record written before planrail stored that
+    fact is read by the agent's run-id convention (:func:`replaced_version`). A replan keeps
+    the goal (the planner enforces its anchor), so a run of another goal is not taken for one;
+    nor is a version that was never approved (:func:`was_approved`): the page says "changed
+    since the approved version".
     """
     before = _version_before(store, run)
     if before is None or before.plan.get("goal") != run.plan.get("goal"):
@@ -351,18 +352,34 @@ def previous_version(store: Store, run: RunRecord) -> RunRecord | None:
 
 
 def replaced_version(store: Store, run: RunRecord) -> str | None:
-    """The run version ``run`` replaced, when the store says so: the version before it by the
-    agent's run-id convention (:func:`previous_version`) is marked replaced by ``run``
-    (:func:`planrail.engine.gate.replaced_by`); None otherwise — an id alone proves nothing."""
-    before = _version_before(store, run)
+    """The run version ``run`` replaced, as its record says: the one stored with it as it was
+    created (:func:`planrail.engine.gate.replaces_of`, an agent's replan passes it).
+
+    Records written before planrail stored that fact fall back to the agent's run-id
+    convention: replan N of run ``X`` is ``X-rN`` (:class:`planrail.agent.Agent`), so the
+    version before is ``X-r(N-1)``, or ``X`` for the first replan — taken only when the store
+    marks it replaced by ``run`` (:func:`planrail.engine.gate.replaced_by`); None otherwise: an
+    id alone proves nothing."""
+    older = replaces_of(run)
+    if older is not None:
+        return older
+    before = _by_convention(store, run)
     if before is None or replaced_by(before) != run.run_id:
         return None
     return before.run_id
 
 
 def _version_before(store: Store, run: RunRecord) -> RunRecord | None:
+    """The stored run ``run``'s record says it replaced, or (a record without that fact) the
+    one whose id comes before ``run``'s by the agent's convention, or None."""
+    older = replaces_of(run)
+    return _by_convention(store, run) if older is None else store.get_run(older)
+
+
+def _by_convention(store: Store, run: RunRecord) -> RunRecord | None:
     """The stored run whose id comes before ``run``'s by the agent's convention (``X`` before
-    ``X-r1``, ``X-r1`` before ``X-r2``), or None."""
+    ``X-r1``, ``X-r1`` before ``X-r2``), or None: how records written before
+    :data:`~planrail.engine.gate.REPLACES` was stored are read."""
     found = _REPLAN.match(run.run_id)
     if found is None:
         return None
