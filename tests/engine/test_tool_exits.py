@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import planrail
+from planrail.engine.runners import is_ctrl_c
 from planrail.errors import ToolError
 
 
@@ -254,8 +255,24 @@ async def test_a_sync_tool_raising_keyboard_interrupt_fails_its_attempt() -> Non
     assert result.status == "failed"
     assert result.steps["k"].error is not None
     assert result.steps["k"].error["type"] == "ToolError"
-    assert "KeyboardInterrupt in its thread" in result.steps["k"].error["message"]
+    said = result.steps["k"].error["message"]
+    assert "tool 'sync_interrupt' raised KeyboardInterrupt in its thread" in said
+    assert said.endswith("the attempt failed instead")
     assert result.steps["after"].output == 2
+
+
+def test_only_a_keyboard_interrupt_on_the_main_thread_is_taken_for_a_ctrl_c() -> None:
+    """The one rule the runner's worker threads and the step runner ask: a
+    ``KeyboardInterrupt`` may be a Ctrl-C on the main thread only (signals go there); nothing
+    else ever is."""
+    assert is_ctrl_c(KeyboardInterrupt())
+    assert not is_ctrl_c(SystemExit(1))
+    assert not is_ctrl_c(asyncio.CancelledError())
+    off_main: list[bool] = []
+    thread = threading.Thread(target=lambda: off_main.append(is_ctrl_c(KeyboardInterrupt())))
+    thread.start()
+    thread.join(60)
+    assert off_main == [False]
 
 
 def test_a_run_driven_off_the_main_thread_takes_no_keyboard_interrupt_for_a_ctrl_c() -> None:

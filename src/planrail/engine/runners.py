@@ -49,6 +49,7 @@ __all__ = [
     "Leftovers",
     "LocalRunner",
     "abandoned_here",
+    "is_ctrl_c",
     "keep_running",
     "still_running",
     "stop_watching",
@@ -145,6 +146,24 @@ def still_running(key: str) -> Leftovers:
         return [f for f in RUNNING_KEYS.get(key, ()) if not f.done()]
 
 
+def is_ctrl_c(exc: BaseException) -> bool:
+    """Whether ``exc``, raised in the current thread, may be a Ctrl-C: a ``KeyboardInterrupt``
+    on the main thread, the only thread Python delivers signals to. Anywhere else it is the
+    tool's own, and fails its attempt instead of stopping the run."""
+    return (
+        isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread()
+    )
+
+
+def _not_a_ctrl_c(tool: str, exc: KeyboardInterrupt) -> ToolError:
+    error = ToolError(
+        f"tool '{tool}' raised KeyboardInterrupt in its thread, where no Ctrl-C arrives (signals"
+        " reach the main thread only), so it does not stop the run: the attempt failed instead"
+    )
+    error.__cause__ = exc
+    return error
+
+
 class _DaemonPool:
     """Up to ``max_workers`` daemon threads running submitted functions."""
 
@@ -155,9 +174,10 @@ class _DaemonPool:
         self._idle = 0
         self._lock = threading.Lock()
 
-    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+    def submit(self, fn: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
+        """Run ``fn`` (the call of the tool ``name``) in a thread; its future."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._queue.put((future, fn))
+        self._queue.put((future, fn, name))
         with self._lock:
             if self._idle == 0 and len(self._threads) < self.max_workers:
                 thread = threading.Thread(
@@ -174,7 +194,7 @@ class _DaemonPool:
             item = self._queue.get()
             if item is None:
                 return
-            future, fn = item
+            future, fn, name = item
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn())
@@ -182,14 +202,8 @@ class _DaemonPool:
                     error = RuntimeError(f"the tool raised StopIteration({str(exc)!r})")
                     error.__cause__ = exc
                     future.set_exception(error)  # as Python does for a coroutine (PEP 479)
-                except KeyboardInterrupt as exc:  # the tool's own: no Ctrl-C reaches a thread
-                    interrupt = ToolError(
-                        "the tool raised KeyboardInterrupt in its thread, where no Ctrl-C"
-                        " arrives (signals reach the main thread only): the attempt failed"
-                        " instead"
-                    )
-                    interrupt.__cause__ = exc
-                    future.set_exception(interrupt)
+                except KeyboardInterrupt as exc:
+                    future.set_exception(exc if is_ctrl_c(exc) else _not_a_ctrl_c(name, exc))
                 except BaseException as exc:  # the caller sees it, as with any pool
                     future.set_exception(exc)
             with self._lock:
@@ -247,7 +261,7 @@ class LocalRunner:
             return self._workers().call(tool, kwargs)
         if self._pool is None:
             self._pool = _DaemonPool(self.max_workers)
-        return self._await(self._pool.submit(functools.partial(tool.fn, **kwargs)))
+        return self._await(self._pool.submit(functools.partial(tool.fn, **kwargs), tool.name))
 
     async def _await(self, future: concurrent.futures.Future[Any]) -> Any:
         try:

@@ -20,7 +20,6 @@ import asyncio
 import functools
 import inspect
 import random
-import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -46,7 +45,7 @@ from planrail.engine.attempts import (
 from planrail.engine.checkpoint import args_hash
 from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
 from planrail.engine.resources import ResourceGate
-from planrail.engine.runners import RUNNING_KEYS, abandoned_here, keep_running
+from planrail.engine.runners import RUNNING_KEYS, abandoned_here, is_ctrl_c, keep_running
 from planrail.errors import (
     CallCrashedError,
     PlanrailError,
@@ -713,9 +712,10 @@ def escaped(step_id: str, attempt: int, exc: BaseException) -> NoReturn:
     ``BaseException`` subclass of the tool's own, and a ``CancelledError`` the tool raised
     while nothing cancelled its step (each left the step's task dead and the run waiting for
     it for ever). A real cancellation goes on as it is, and so does a ``KeyboardInterrupt`` on
-    the main thread, where a Ctrl-C arrives; a run driven on another thread (the dashboard's
-    resumes) gets none, so there it is the tool's and fails the attempt."""
-    if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+    the main thread, where a Ctrl-C arrives (:func:`~planrail.engine.runners.is_ctrl_c`); a run
+    driven on another thread (the dashboard's resumes) gets none, so there it is the tool's and
+    fails the attempt."""
+    if is_ctrl_c(exc):
         raise exc
     if isinstance(exc, asyncio.CancelledError):
         task = asyncio.current_task()

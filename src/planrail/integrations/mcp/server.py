@@ -110,47 +110,37 @@ def _told_to_the_caller(*anticipated: type[Exception]) -> Iterator[None]:
 
 
 def _served(registry: ToolRegistry) -> ToolRegistry:
-    """``registry`` with each Python tool replaced by one that cannot stop the server (see
-    :func:`_unstoppable`); MCP tools and catalog entries as they are."""
+    """``registry`` with each async Python tool replaced by one that cannot stop the server
+    (see :func:`_unstoppable`); the other tools as they are."""
     served = ToolRegistry()
     for spec in registry:
         found = registry.find(spec.name)
-        served.add(_unstoppable(found) if isinstance(found, Tool) else found or spec)
+        if isinstance(found, Tool) and found.is_async:
+            found = _unstoppable(found)
+        served.add(found or spec)
     return served
 
 
 def _unstoppable(tool: Tool) -> Tool:
-    """A copy of ``tool`` whose function, should it raise ``KeyboardInterrupt``, raises a
-    ``ToolError`` instead: the attempt fails (the run records it) and the server goes on. The
-    engine takes a ``KeyboardInterrupt`` for a Ctrl-C and lets it through, which for a server
-    meant a run that never ended and a client never answered. (A tool with
-    ``isolation="process"`` runs its own function in a worker: what it raises there is a
-    ``ToolError`` already, :mod:`planrail.engine.isolation`.)"""
+    """A copy of the async ``tool`` whose function, should it raise ``KeyboardInterrupt``,
+    raises a ``ToolError`` instead: the attempt fails (the run records it) and the server goes
+    on. The engine takes a ``KeyboardInterrupt`` on the main thread, where the server's event
+    loop runs its async tools, for a Ctrl-C and lets it through, which for a server meant a run
+    that never ended and a client never answered. (A sync tool runs in a worker thread, where
+    the engine's runner fails the attempt already, naming the tool; one with
+    ``isolation="process"`` runs in a worker process, where the same holds,
+    :mod:`planrail.engine.isolation`.)"""
     fn = tool.fn
 
-    def stopped() -> PlanrailToolError:
-        return PlanrailToolError(
-            f"tool '{tool.name}' raised KeyboardInterrupt, which does not stop a served"
-            " planrail (planrail mcp serve): the attempt failed instead"
-        )
-
-    if tool.is_async:
-
-        @functools.wraps(fn)
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await fn(*args, **kwargs)
-            except KeyboardInterrupt:
-                raise stopped() from None
-
-    else:
-
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except KeyboardInterrupt:
-                raise stopped() from None
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise PlanrailToolError(
+                f"tool '{tool.name}' raised KeyboardInterrupt, which does not stop a served"
+                " planrail (planrail mcp serve): the attempt failed instead"
+            ) from None
 
     unstoppable = copy.copy(tool)
     unstoppable.fn = call
