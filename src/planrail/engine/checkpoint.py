@@ -103,6 +103,8 @@ class Checkpointer:
         self.plan = plan
         self.registry = registry
         self.run_id = run_id
+        self._key_prefix = f"{run_id}:"
+        """What every idempotency key of this run starts with (:meth:`intent`)."""
         self.clock = clock
         self.lease_ttl = lease_ttl
         self.owner = owner or _owner()
@@ -387,10 +389,9 @@ class Checkpointer:
         """
         # Every key the executor makes is RUN_ID:STEP, and the step runner's build on it
         # (Execution._key, step_runner.fallback_key): the step key is what follows RUN_ID:.
-        assert key.startswith(self.run_id + ":"), (
-            f"an idempotency key outside run {self.run_id}: {key}"
-        )
-        step_key = key[len(self.run_id) + 1 :]  # STEP, or STEP:unit
+        prefix = self._key_prefix
+        assert key.startswith(prefix), f"an idempotency key outside run {self.run_id}: {key}"
+        step_key = key[len(prefix) :]  # STEP, or STEP:unit
         digest = args_hash(args)
         if step_key == step.id:
             self._digests[step.id] = (args, digest)

@@ -149,7 +149,8 @@ def still_running(key: str) -> Leftovers:
 def is_ctrl_c(exc: BaseException) -> bool:
     """Whether ``exc``, raised in the current thread, may be a Ctrl-C: a ``KeyboardInterrupt``
     on the main thread, the only thread Python delivers signals to. Anywhere else it is the
-    tool's own, and fails its attempt instead of stopping the run."""
+    tool's own, and fails its attempt instead of stopping the run (as a sync tool's, in a
+    thread of the pool, always does)."""
     return (
         isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread()
     )
@@ -202,8 +203,8 @@ class _DaemonPool:
                     error = RuntimeError(f"the tool raised StopIteration({str(exc)!r})")
                     error.__cause__ = exc
                     future.set_exception(error)  # as Python does for a coroutine (PEP 479)
-                except KeyboardInterrupt as exc:
-                    future.set_exception(exc if is_ctrl_c(exc) else _not_a_ctrl_c(name, exc))
+                except KeyboardInterrupt as exc:  # never a Ctrl-C: this is not the main thread
+                    future.set_exception(_not_a_ctrl_c(name, exc))
                 except BaseException as exc:  # the caller sees it, as with any pool
                     future.set_exception(exc)
             with self._lock:
