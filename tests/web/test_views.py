@@ -353,10 +353,12 @@ def test_a_replans_diff_masks_secret_arguments() -> None:
 
 
 def test_only_the_version_before_with_the_same_goal_is_a_replans_previous() -> None:
-    """X-r2's previous version is X-r1 and X-r1's is X; a run of another goal under such an id,
-    or one whose version before is not stored, has none."""
+    """A record without the stored 'replaces' fact: X-r2's previous version is X-r1 and X-r1's
+    is X, each marked replaced by the next; a run of another goal under such an id, one whose
+    version before is not stored, or one not marked replaced by it (an id alone proves
+    nothing) has none."""
 
-    def stored(run_id: str, goal: str) -> RunRecord:
+    def stored(run_id: str, goal: str, newer: str | None = None) -> RunRecord:
         plan = {**PLAN, "goal": goal}
         return RunRecord(
             run_id=run_id,
@@ -366,17 +368,21 @@ def test_only_the_version_before_with_the_same_goal_is_a_replans_previous() -> N
             created_at=1.0,
             updated_at=1.0,
             approval=approval_record(run_id, "operator", 1.0),
+            metadata={} if newer is None else {"replanned_as": newer},
         )
 
     with open_store("memory://") as store:
-        for run_id, goal in (("x", "g"), ("x-r1", "g"), ("x-r2", "g"), ("y-r1", "g")):
-            store.create_run(stored(run_id, goal))
-        store.create_run(stored("y", "another goal"))
+        for run_id, goal, newer in (
+            ("x", "g", "x-r1"), ("x-r1", "g", "x-r2"), ("x-r2", "g", None),
+            ("y", "another goal", "y-r1"), ("w", "g", None),
+        ):  # fmt: skip
+            store.create_run(stored(run_id, goal, newer))
         assert previous_version(store, stored("x-r2", "g")).run_id == "x-r1"  # type: ignore[union-attr]
         assert previous_version(store, stored("x-r1", "g")).run_id == "x"  # type: ignore[union-attr]
         assert previous_version(store, stored("y-r1", "g")) is None
         assert previous_version(store, stored("z-r1", "g")) is None
         assert previous_version(store, stored("x-r0", "g")) is None
+        assert previous_version(store, stored("w-r1", "g")) is None  # w not marked replaced
 
 
 def test_a_replans_previous_version_must_have_been_approved() -> None:
@@ -392,14 +398,15 @@ def test_a_replans_previous_version_must_have_been_approved() -> None:
         "steps": [{"id": "mail", "tool": "notify", "args": {"to": "d@e.f", "text": 1}}],
     }
 
-    def waiting(run_id: str, plan: dict[str, Any]) -> RunRecord:
+    def waiting(run_id: str, plan: dict[str, Any], newer: str | None = None) -> RunRecord:
         return RunRecord(
             run_id=run_id, plan=plan, plan_hash=run_id, status="awaiting_approval",
             created_at=1.0, updated_at=1.0,
+            metadata={} if newer is None else {"replanned_as": newer},
         )  # fmt: skip
 
     with open_store("memory://") as store:
-        store.create_run(waiting("x", first))
+        store.create_run(waiting("x", first, "x-r1"))
         replan = waiting("x-r1", second)
         store.create_run(replan)
         assert previous_version(store, replan) is None
@@ -409,7 +416,7 @@ def test_a_replans_previous_version_must_have_been_approved() -> None:
         operations.refuse(store, "x")
         assert previous_version(store, replan) is None  # refused: never approved
 
-        store.create_run(waiting("y", first))
+        store.create_run(waiting("y", first, "y-r1"))
         store.create_run(waiting("y-r1", second))
         operations.approve(store, "y")
         approved = store.get_run("y-r1")
@@ -421,7 +428,7 @@ def test_a_replans_previous_version_must_have_been_approved() -> None:
 
         ran = RunRecord(
             run_id="z", plan=first, plan_hash="z", status="failed", created_at=1.0,
-            updated_at=1.0,
+            updated_at=1.0, metadata={"replanned_as": "z-r1"},
         )  # fmt: skip
         started = Event(run_id="z", type=EventType.RUN_STARTED, at=1.0)
         store.commit(run=ran, events=[started])

@@ -338,14 +338,13 @@ _REPLAN = re.compile(r"^(?P<base>.+)-r(?P<n>[1-9][0-9]*)$")
 def previous_version(store: Store, run: RunRecord) -> RunRecord | None:
     """The plan version approved before ``run``'s, when ``run`` is a replan, else None.
 
-    The version before is the one ``run``'s record says it replaced
-    (:data:`~planrail.engine.gate.REPLACES`); a record written before planrail stored that
-    fact is read by the agent's run-id convention (:func:`replaced_version`). A replan keeps
-    the goal (the planner enforces its anchor), so a run of another goal is not taken for one;
-    nor is a version that was never approved (:func:`was_approved`): the page says "changed
-    since the approved version".
+    The version before is the one :func:`replaced_version` names, read from the store. A
+    replan keeps the goal (the planner enforces its anchor), so a run of another goal is not
+    taken for one; nor is a version that was never approved (:func:`was_approved`): the page
+    says "changed since the approved version".
     """
-    before = _version_before(store, run)
+    older = replaced_version(store, run)
+    before = None if older is None else store.get_run(older)
     if before is None or before.plan.get("goal") != run.plan.get("goal"):
         return None
     return before if was_approved(store, before) else None
@@ -359,32 +358,18 @@ def replaced_version(store: Store, run: RunRecord) -> str | None:
     convention: replan N of run ``X`` is ``X-rN`` (:class:`planrail.agent.Agent`), so the
     version before is ``X-r(N-1)``, or ``X`` for the first replan — taken only when the store
     marks it replaced by ``run`` (:func:`planrail.engine.gate.replaced_by`); None otherwise: an
-    id alone proves nothing."""
+    id alone proves nothing. The "replan of" link and the approval diff both ask this."""
     older = replaces_of(run)
     if older is not None:
         return older
-    before = _by_convention(store, run)
-    if before is None or replaced_by(before) != run.run_id:
-        return None
-    return before.run_id
-
-
-def _version_before(store: Store, run: RunRecord) -> RunRecord | None:
-    """The stored run ``run``'s record says it replaced, or (a record without that fact) the
-    one whose id comes before ``run``'s by the agent's convention, or None."""
-    older = replaces_of(run)
-    return _by_convention(store, run) if older is None else store.get_run(older)
-
-
-def _by_convention(store: Store, run: RunRecord) -> RunRecord | None:
-    """The stored run whose id comes before ``run``'s by the agent's convention (``X`` before
-    ``X-r1``, ``X-r1`` before ``X-r2``), or None: how records written before
-    :data:`~planrail.engine.gate.REPLACES` was stored are read."""
     found = _REPLAN.match(run.run_id)
     if found is None:
         return None
     n = int(found["n"])
-    return store.get_run(found["base"] if n == 1 else f"{found['base']}-r{n - 1}")
+    before = store.get_run(found["base"] if n == 1 else f"{found['base']}-r{n - 1}")
+    if before is None or replaced_by(before) != run.run_id:
+        return None
+    return before.run_id
 
 
 def was_approved(store: Store, run: RunRecord) -> bool:
