@@ -3,6 +3,7 @@ live messages, the approval page's data; and the `planrail ui` command's refusal
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from planrail.cli import app
 from planrail.engine import operations
 from planrail.engine.approval import approval_record
 from planrail.engine.events import EventType
+from planrail.engine.gate import mark_replanned
 from planrail.plan.tools import ToolRegistry
 from planrail.store import Store, open_store
 from planrail.store.base import Event, RunRecord, StepRecord
@@ -358,7 +360,7 @@ def test_only_the_version_before_with_the_same_goal_is_a_replans_previous() -> N
     version before is not stored, or one not marked replaced by it (an id alone proves
     nothing) has none."""
 
-    def stored(run_id: str, goal: str, newer: str | None = None) -> RunRecord:
+    def stored(run_id: str, goal: str) -> RunRecord:
         plan = {**PLAN, "goal": goal}
         return RunRecord(
             run_id=run_id,
@@ -368,15 +370,14 @@ def test_only_the_version_before_with_the_same_goal_is_a_replans_previous() -> N
             created_at=1.0,
             updated_at=1.0,
             approval=approval_record(run_id, "operator", 1.0),
-            metadata={} if newer is None else {"replanned_as": newer},
         )
 
     with open_store("memory://") as store:
-        for run_id, goal, newer in (
-            ("x", "g", "x-r1"), ("x-r1", "g", "x-r2"), ("x-r2", "g", None),
-            ("y", "another goal", "y-r1"), ("w", "g", None),
-        ):  # fmt: skip
-            store.create_run(stored(run_id, goal, newer))
+        for run_id, goal in (("x", "g"), ("x-r1", "g"), ("x-r2", "g"), ("w", "g")):
+            store.create_run(stored(run_id, goal))
+        store.create_run(stored("y", "another goal"))
+        for older, newer in (("x", "x-r1"), ("x-r1", "x-r2"), ("y", "y-r1")):
+            mark_replanned(store, older, newer)
         assert previous_version(store, stored("x-r2", "g")).run_id == "x-r1"  # type: ignore[union-attr]
         assert previous_version(store, stored("x-r1", "g")).run_id == "x"  # type: ignore[union-attr]
         assert previous_version(store, stored("y-r1", "g")) is None
@@ -398,15 +399,15 @@ def test_a_replans_previous_version_must_have_been_approved() -> None:
         "steps": [{"id": "mail", "tool": "notify", "args": {"to": "d@e.f", "text": 1}}],
     }
 
-    def waiting(run_id: str, plan: dict[str, Any], newer: str | None = None) -> RunRecord:
+    def waiting(run_id: str, plan: dict[str, Any]) -> RunRecord:
         return RunRecord(
             run_id=run_id, plan=plan, plan_hash=run_id, status="awaiting_approval",
             created_at=1.0, updated_at=1.0,
-            metadata={} if newer is None else {"replanned_as": newer},
         )  # fmt: skip
 
     with open_store("memory://") as store:
-        store.create_run(waiting("x", first, "x-r1"))
+        store.create_run(waiting("x", first))
+        mark_replanned(store, "x", "x-r1")  # marked: "never approved" is the reason below
         replan = waiting("x-r1", second)
         store.create_run(replan)
         assert previous_version(store, replan) is None
@@ -416,9 +417,10 @@ def test_a_replans_previous_version_must_have_been_approved() -> None:
         operations.refuse(store, "x")
         assert previous_version(store, replan) is None  # refused: never approved
 
-        store.create_run(waiting("y", first, "y-r1"))
-        store.create_run(waiting("y-r1", second))
+        store.create_run(waiting("y", first))
         operations.approve(store, "y")
+        mark_replanned(store, "y", "y-r1")
+        store.create_run(waiting("y-r1", second))
         approved = store.get_run("y-r1")
         assert approved is not None
         assert previous_version(store, approved) == store.get_run("y")
@@ -428,11 +430,44 @@ def test_a_replans_previous_version_must_have_been_approved() -> None:
 
         ran = RunRecord(
             run_id="z", plan=first, plan_hash="z", status="failed", created_at=1.0,
-            updated_at=1.0, metadata={"replanned_as": "z-r1"},
+            updated_at=1.0,
         )  # fmt: skip
         started = Event(run_id="z", type=EventType.RUN_STARTED, at=1.0)
         store.commit(run=ran, events=[started])
-        assert previous_version(store, waiting("z-r1", second)) == ran
+        mark_replanned(store, "z", "z-r1")
+        marked = store.get_run("z")
+        assert marked is not None
+        assert previous_version(store, waiting("z-r1", second)) == marked
+
+
+def test_a_replans_previous_version_is_read_from_the_store_once() -> None:
+    """An older record's version before is found by the run-id convention and its mark, read
+    once: the lookup that checks the mark is the one the diff uses."""
+    reads: list[str] = []
+
+    class Counting:
+        def __init__(self, inner: Store) -> None:
+            self.inner = inner
+
+        def get_run(self, run_id: str) -> RunRecord | None:
+            reads.append(run_id)
+            return self.inner.get_run(run_id)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    with open_store("memory://") as store:
+        first = RunRecord(
+            run_id="v", plan=PLAN, plan_hash="v", status="failed", created_at=1.0,
+            updated_at=1.0, approval=approval_record("v", "operator", 1.0),
+        )  # fmt: skip
+        store.create_run(first)
+        mark_replanned(store, "v", "v-r1")
+        replan = dataclasses.replace(first, run_id="v-r1", plan_hash="v-r1", approval=None)
+        before = previous_version(Counting(store), replan)  # type: ignore[arg-type]
+    assert before is not None
+    assert before.run_id == "v"
+    assert reads == ["v"]
 
 
 def test_ui_on_all_interfaces_needs_an_explicit_token() -> None:

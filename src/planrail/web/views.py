@@ -338,13 +338,13 @@ _REPLAN = re.compile(r"^(?P<base>.+)-r(?P<n>[1-9][0-9]*)$")
 def previous_version(store: Store, run: RunRecord) -> RunRecord | None:
     """The plan version approved before ``run``'s, when ``run`` is a replan, else None.
 
-    The version before is the one :func:`replaced_version` names, read from the store. A
-    replan keeps the goal (the planner enforces its anchor), so a run of another goal is not
-    taken for one; nor is a version that was never approved (:func:`was_approved`): the page
-    says "changed since the approved version".
+    The version before is the one :func:`replaced_version` names. A replan keeps the goal (the
+    planner enforces its anchor), so a run of another goal is not taken for one; nor is a
+    version that was never approved (:func:`was_approved`): the page says "changed since the
+    approved version".
     """
-    older = replaced_version(store, run)
-    before = None if older is None else store.get_run(older)
+    older = replaces_of(run)
+    before = _marked_before(store, run) if older is None else store.get_run(older)
     if before is None or before.plan.get("goal") != run.plan.get("goal"):
         return None
     return before if was_approved(store, before) else None
@@ -352,24 +352,28 @@ def previous_version(store: Store, run: RunRecord) -> RunRecord | None:
 
 def replaced_version(store: Store, run: RunRecord) -> str | None:
     """The run version ``run`` replaced, as its record says: the one stored with it as it was
-    created (:func:`planrail.engine.gate.replaces_of`, an agent's replan passes it).
-
-    Records written before planrail stored that fact fall back to the agent's run-id
-    convention: replan N of run ``X`` is ``X-rN`` (:class:`planrail.agent.Agent`), so the
-    version before is ``X-r(N-1)``, or ``X`` for the first replan — taken only when the store
-    marks it replaced by ``run`` (:func:`planrail.engine.gate.replaced_by`); None otherwise: an
-    id alone proves nothing. The "replan of" link and the approval diff both ask this."""
+    created (:func:`planrail.engine.gate.replaces_of`, an agent's replan passes it); for a
+    record written before planrail stored that fact, the one before it by the agent's run-id
+    convention when the store marks it replaced by ``run``, else None. The "replan of" link
+    and the approval diff (:func:`previous_version`) both ask this rule."""
     older = replaces_of(run)
     if older is not None:
         return older
+    before = _marked_before(store, run)
+    return None if before is None else before.run_id
+
+
+def _marked_before(store: Store, run: RunRecord) -> RunRecord | None:
+    """For a record without the stored fact, the agent's run-id convention: replan N of run
+    ``X`` is ``X-rN`` (:class:`planrail.agent.Agent`), so the version before is ``X-r(N-1)``,
+    or ``X`` for the first replan — taken only when the store marks it replaced by ``run``
+    (:func:`planrail.engine.gate.replaced_by`); None otherwise: an id alone proves nothing."""
     found = _REPLAN.match(run.run_id)
     if found is None:
         return None
     n = int(found["n"])
     before = store.get_run(found["base"] if n == 1 else f"{found['base']}-r{n - 1}")
-    if before is None or replaced_by(before) != run.run_id:
-        return None
-    return before.run_id
+    return before if before is not None and replaced_by(before) == run.run_id else None
 
 
 def was_approved(store: Store, run: RunRecord) -> bool:
