@@ -180,6 +180,39 @@ def test_the_replans_page_says_which_version_it_replaced_and_can_be_resumed(
     assert (_text(replaces), _links(replaces)) == ("replan of rp", ["/runs/rp"])
 
 
+def test_a_waiting_version_a_later_replan_replaced_cannot_be_approved(
+    store: Store, client: TestClient
+) -> None:
+    """``rp-r1`` waits for approval, and a later replan (``rp-r2``) replaced it: no resume runs
+    it, so approving it is refused (409, naming ``rp-r2``) and nothing of it changes; its
+    approval page shows no approve button but says so, linking to ``rp-r2``'s approval page;
+    refusing it (closing the request) is still allowed."""
+    replanned_run(store, "rp")
+    mark_replanned(store, "rp-r1", "rp-r2")
+    html = client.get(_path("rp-r1", "/approval")).text
+    assert re.search(r'<button[^>]*\bid="approve"', html) is None
+    replaced = _element(html, "replaced")
+    assert replaced is not None, "the approval page does not say the run was replaced"
+    assert "replaced by rp-r2" in _text(replaced)
+    assert _links(replaced) == ["/runs/rp-r2/approval"]
+    assert re.search(r'<button[^>]*\bid="refuse"', html) is not None
+
+    before = store.get_run("rp-r1"), store.get_steps("rp-r1"), len(store.events("rp-r1"))
+    for body in ({}, {"run": True}):
+        answer = client.post("/api" + _path("rp-r1", "/approve"), json=body)
+        assert answer.status_code == 409, answer.text
+        error = answer.json()["error"]
+        assert (error["type"], "rp-r2" in error["message"]) == ("RunReplannedError", True)
+    assert (store.get_run("rp-r1"), store.get_steps("rp-r1"), len(store.events("rp-r1"))) == (
+        before
+    )
+    answer = client.post("/api" + _path("rp-r1", "/refuse"), json={})
+    assert answer.status_code == 200, answer.text
+    refused = store.get_run("rp-r1")
+    assert refused is not None
+    assert (refused.status, refused.approval) == ("cancelled", None)
+
+
 def _quick_run(store: Store, run_id: str, n: int = 1, **options: Any) -> None:
     """Run ``run_id`` of a one-step plan (``quick`` with ``n``) into ``store``: it succeeds."""
     plan = {"goal": "g", "steps": [{"id": "a", "tool": "quick", "args": {"n": n}}]}

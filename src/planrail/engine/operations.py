@@ -56,9 +56,14 @@ def approve(
     store: Store, run_id: str, *, by: str = "operator", clock: Clock = SYSTEM_CLOCK
 ) -> RunRecord:
     """Approve a run stored ``awaiting_approval``: its approval is bound to the stored plan's
-    hash, and ``planrail resume`` (or :func:`planrail.runs.resume`) runs it."""
+    hash, and ``planrail resume`` (or :func:`planrail.runs.resume`) runs it.
+
+    A run a replan replaced is refused (:class:`~planrail.engine.gate.RunReplannedError`, naming
+    the version that carries its work on): no resume runs it, so an approval would bind
+    nothing. Refusing it is allowed — it only closes the request."""
     run = _idle_run(store, run_id, clock)
     _expect(run, {"awaiting_approval"}, "approve")
+    check_current(run)
     now = clock.now()
     pins = run.metadata.get("tool_schemas")
     extra = {"tool_schemas": pins} if isinstance(pins, dict) and pins else {}

@@ -162,13 +162,22 @@ def approval_page(csrf: str, view: dict[str, Any], can_resume: bool) -> str:
             f"<td><pre>{_value(s['args'])}</pre></td><td><ul>{sources}</ul></td></tr>"
         )
     waiting = view["status"] == "awaiting_approval"
+    newer = view[REPLANNED_AS]
     run_label = "approve and run" if can_resume else "approve"
-    buttons = (
-        f"""<button type="button" id="approve" data-action="approve">{run_label}</button>
-<button type="button" id="refuse" data-action="refuse">refuse</button>"""
-        if waiting
-        else f'<span class="muted">this run is {escape(view["status"])}, not waiting</span>'
-    )
+    refuse = '<button type="button" id="refuse" data-action="refuse">refuse</button>'
+    if waiting and newer is not None:  # no resume runs it: only its request can be closed
+        buttons = (
+            f'<span class="muted" id="replaced">this run was {escape(replaced_note(newer))}:'
+            f' approve <a href="{escape(run_path(newer, "/approval"))}"><code>'
+            f"{escape(newer)}</code></a> instead</span>{refuse}"
+        )
+    elif waiting:
+        buttons = (
+            f'<button type="button" id="approve" data-action="approve">{run_label}</button>'
+            f"\n{refuse}"
+        )
+    else:
+        buttons = f'<span class="muted">this run is {escape(view["status"])}, not waiting</span>'
     body = f"""
 <section class="run-head"><h1>approve: {escape(view["goal"] or view["run_id"])}</h1>
 <div>run <a href="{escape(run_path(view["run_id"]))}"><code>{escape(view["run_id"])}</code></a>

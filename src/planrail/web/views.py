@@ -498,6 +498,7 @@ def approval_view(
         "to_approve": list(request.steps),
         "unknown_effects": [s.id for s in plan.steps if s.id in unknown],
         "recorded": recorded is not None,
+        REPLANNED_AS: replaced_by(run),
         "steps": [s.__dict__ for s in steps],
         "approval": masker.value(run.approval),
         "diff": _diff(view.diff, previous, masker, before, plan),
