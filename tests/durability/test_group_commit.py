@@ -15,7 +15,7 @@ import planrail
 from planrail.engine.approval import approve_all
 from planrail.engine.executor import Execution
 from planrail.engine.result import StepResult
-from planrail.errors import StoreError
+from planrail.errors import ExecutionError, StoreError
 from planrail.store import MemoryStore, SQLiteStore
 from planrail.store.base import Intent
 
@@ -243,12 +243,13 @@ def _two_layers(tool: str) -> dict[str, Any]:
 
 async def test_an_intent_under_a_key_outside_its_run_is_refused_before_it_is_queued() -> None:
     """The step key an intent records is what follows ``RUN_ID:`` in its idempotency key: a
-    key of another run (or none of this run's form) is a planrail bug, stopped at once."""
+    key of another run (or none of this run's form) is a planrail bug, stopped at once — by a
+    check that ``python -O`` keeps (not an assert)."""
     store = CommitLog(MemoryStore())
     ckpt, plan = _opened_checkpointer(store, "h1")
     root = plan.steps[0]
     for key in (f"h2:{root.id}", f"h1{root.id}", "h1"):
-        with pytest.raises(AssertionError, match="outside run h1"):
+        with pytest.raises(ExecutionError, match="outside run h1"):
             ckpt.intent(StepResult(root.id), root, key, 1, {"step": "root"})
     assert not ckpt._queued
 

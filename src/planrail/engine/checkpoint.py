@@ -28,7 +28,7 @@ from planrail.errors import ExecutionError, error_dict
 from planrail.plan.effects import Effect, effects_of, step_effect
 from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Redactor
-from planrail.plan.tools import ToolRegistry
+from planrail.plan.tools import ToolRegistry, step_key
 from planrail.policies.security import args_digest
 from planrail.store.base import Event as StoredEvent
 from planrail.store.base import IdempotencyConflictError, Intent, RunRecord, StepRecord, Store
@@ -103,7 +103,7 @@ class Checkpointer:
         self.plan = plan
         self.registry = registry
         self.run_id = run_id
-        self._key_prefix = f"{run_id}:"
+        self._key_prefix = step_key(run_id, "")
         """What every idempotency key of this run starts with (:meth:`intent`)."""
         self.clock = clock
         self.lease_ttl = lease_ttl
@@ -387,10 +387,13 @@ class Checkpointer:
         (group commit: one fsync for a whole wave of steps), with the outcomes committed in that
         turn if there are any. Each call still waits for its own intent to be durable.
         """
-        # Every key the executor makes is RUN_ID:STEP, and the step runner's build on it
-        # (Execution._key, step_runner.fallback_key): the step key is what follows RUN_ID:.
+        # Every key the executor makes is RUN_ID:STEP (plan.tools.step_key), and the step
+        # runner's build on it (step_runner.fallback_key): the step key is what follows RUN_ID:.
+        # Another key is a planrail bug; it is refused before anything is queued or called
+        # (a check, not an assert: ``python -O`` would drop an assert, and record a wrong key).
         prefix = self._key_prefix
-        assert key.startswith(prefix), f"an idempotency key outside run {self.run_id}: {key}"
+        if not key.startswith(prefix):
+            raise ExecutionError(f"an idempotency key outside run {self.run_id}: {key}")
         step_key = key[len(prefix) :]  # STEP, or STEP:unit
         digest = args_hash(args)
         if step_key == step.id:
@@ -507,7 +510,7 @@ class Checkpointer:
             _record(
                 self.run_id,
                 result,
-                f"{self.run_id}:{result.id}",
+                step_key(self.run_id, result.id),
                 status=S.RUNNING,
                 kept=self._kept(result.id),
             )
@@ -611,7 +614,7 @@ class Checkpointer:
                 _record(
                     self.run_id,
                     r,
-                    f"{self.run_id}:{r.id}",
+                    step_key(self.run_id, r.id),
                     args=args.get(r.id),
                     args_hash=self._digest(r.id, args[r.id]) if r.id in args else None,
                     kept=self._kept(r.id),

@@ -57,7 +57,7 @@ from planrail.plan.refs import resolve_value
 from planrail.plan.secrets import Redactor
 from planrail.plan.stages import stage_goals
 from planrail.plan.strict_json import CONTROL_CHARACTERS, surrogate_problem
-from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRunner
+from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRunner, step_key
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import (
     ApproveCall,
@@ -857,7 +857,7 @@ class Execution:
     def _key(self, step: Step) -> str:
         """The step's own idempotency key, ``RUN_ID:STEP`` (its items' and fallback calls'
         build on it in the step runner: :func:`.step_runner.fallback_key`)."""
-        return f"{self.run_id}:{step.id}"
+        return step_key(self.run_id, step.id)
 
     def _before_attempt(
         self, step: Step, item: int | None, attempt: int, args: Any, key: str | None

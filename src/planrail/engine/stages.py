@@ -28,7 +28,7 @@ from planrail.engine.actions import ActionHandler, Call
 from planrail.engine.result import StepResult
 from planrail.errors import PlanrailError
 from planrail.plan.model import Plan, Stage, Step
-from planrail.plan.tools import StepContext
+from planrail.plan.tools import StepContext, step_key
 from planrail.types import StepStatus
 
 __all__ = [
@@ -205,7 +205,7 @@ async def confirm_stage(
         prompt=CONFIRM_INSTRUCTIONS.format(stage=stage.id, goal=stage.goal),
         output_schema=VERDICT_SCHEMA,
     )
-    ctx = StepContext(run_id, check.id, 1, f"{run_id}:{check.id}")
+    ctx = StepContext(run_id, check.id, 1, step_key(run_id, check.id))
     call = Call(check, {"finished_stages": inputs}, ctx, plan.goal, _same, stage_goal=stage.goal)
     try:
         answer = await handler(call)

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from planrail.engine.events import Event, EventType
 from planrail.errors import MissingExtraError
 from planrail.observe.otel_spans import DirectSpans, children_sampled
+from planrail.plan.tools import step_key
 
 if TYPE_CHECKING:
     from planrail.plan.model import Plan
@@ -331,7 +332,7 @@ class OtelObserver:
         attrs: dict[str, Any] = {
             "planrail.run_id": event.run_id,
             "planrail.step_id": sid,
-            "planrail.idempotency_key": f"{event.run_id}:{sid}",
+            "planrail.idempotency_key": step_key(event.run_id, sid),
         }
         if attempt is not None:
             attrs["planrail.attempt"] = attempt

@@ -39,6 +39,7 @@ from planrail.errors import PlanLoadError, PlanrailError, error_message
 from planrail.observe.view import RunView, redact, step_result_from
 from planrail.plan.loader import read_bounded
 from planrail.plan.secrets import Redactor
+from planrail.plan.tools import step_key
 from planrail.types import StepStatus
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ class TraceWriter:
             for key in ("error", "reason", "attempt_history"):
                 record[key] = red.scrub(record[key])
         record["run_id"] = ex.run_id
-        record["idempotency_key"] = f"{ex.run_id}:{sid}"
+        record["idempotency_key"] = step_key(ex.run_id, sid)
         self._write(record)
 
     def _finish(self, event: Event) -> None:
@@ -307,7 +308,7 @@ def _replay(run_id: str, lines: list[dict[str, Any]]) -> RunView:
             status, output, error = obj.get("status") or status, obj.get("output"), obj.get("error")
     for sid, r in steps.items():
         if r.status != S.PENDING and sid not in keys:
-            keys[sid] = f"{run_id}:{sid}"
+            keys[sid] = step_key(run_id, sid)
     result = RunResult(run_id, status, steps, output, error, plan_hash)
     return RunView(run_id, plan, result, events, args, keys)
 

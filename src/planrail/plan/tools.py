@@ -73,6 +73,13 @@ Sensitivity = Literal["public", "private", "secret"]
 """
 
 
+def step_key(run_id: str, step_id: str) -> str:
+    """A step's idempotency key, ``RUN_ID:STEP``: the one place it is made (the executor's calls,
+    the checkpoint's records, traces and spans all read it from here). An item's
+    (``RUN_ID:STEP:i``) and a fallback call's (``…:fallback``) build on it."""
+    return f"{run_id}:{step_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class StepContext:
     """What a running step knows about itself; declare a parameter of this type to receive it."""
@@ -84,7 +91,8 @@ class StepContext:
     attempt: int
     """1 for the first attempt, 2 for the first retry, and so on."""
     idempotency_key: str
-    """``run_id:step_id`` (plus ``:item`` inside a fan-out); the same across retries and resumes."""
+    """``run_id:step_id`` (:func:`step_key`; plus ``:item`` inside a fan-out); the same across
+    retries and resumes."""
     item: int | None = None
     """The item's index when the step runs once per item (``for_each``)."""
     history: tuple[Mapping[str, Any], ...] = ()
