@@ -70,6 +70,17 @@ class LeaseLostError(ExecutionError):
     code = "lease_lost"
 
 
+def check_same_plan(stored: RunRecord, current: str) -> None:
+    """:class:`PlanMismatchError` unless run ``stored`` was stored with the plan whose hash is
+    ``current``: a run only resumes its own plan."""
+    if stored.plan_hash != current:
+        raise PlanMismatchError(
+            f"run '{stored.run_id}' exists with another plan ({stored.plan_hash[:19]}…);"
+            f" this plan is {current[:19]}…: a run only resumes its own plan",
+            run_id=stored.run_id,
+        )
+
+
 args_hash = args_digest
 """A stable hash of resolved arguments: ``sha256:`` + the digest of their canonical JSON (the
 same as an approval's :func:`~planrail.policies.security.args_digest`)."""
@@ -161,15 +172,20 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ opening
 
-    def open(self) -> tuple[dict[str, StepResult], dict[str, StepResult]]:
+    def open(self, *, checked: bool = False) -> tuple[dict[str, StepResult], dict[str, StepResult]]:
         """Create the run, or take it over for a resume.
 
         Returns ``(restored, in_doubt)``: steps whose success is recorded (not to be run again)
         and steps whose outcome is unknown and whose tool does not honour idempotency keys.
+
+        A run stored with another plan is refused before the lease is taken, unless the caller
+        has just checked that (``checked``: :func:`planrail.engine.gate.adopt`, from the record
+        it read); it is checked again once the lease is held, from the record read then.
         """
-        existing = self.store.get_run(self.run_id)
-        if existing is not None:
-            self._check_plan(existing)
+        if not checked:
+            existing = self.store.get_run(self.run_id)
+            if existing is not None:
+                check_same_plan(existing, self.plan.hash)
         # The lease comes first, even for a new run: two runners started together on one run id
         # must not both create it, nor one create it while the other reads its steps.
         self._acquire()
@@ -179,20 +195,12 @@ class Checkpointer:
             self.release()
             raise
 
-    def _check_plan(self, existing: RunRecord) -> None:
-        if existing.plan_hash != self.plan.hash:
-            raise PlanMismatchError(
-                f"run '{self.run_id}' exists with another plan ({existing.plan_hash[:19]}…);"
-                f" this plan is {self.plan.hash[:19]}…: a run only resumes its own plan",
-                run_id=self.run_id,
-            )
-
     def _open_leased(self) -> tuple[dict[str, StepResult], dict[str, StepResult]]:
         existing = self.store.get_run(self.run_id)
         if existing is None:
             self.store.create_run(self._run_record("running"))
             return {}, {}
-        self._check_plan(existing)
+        check_same_plan(existing, self.plan.hash)
         self.resumed = True
         earlier = self.store.events(self.run_id)
         self._seq = earlier[-1].seq if earlier else 0  # requests before this resume are spent

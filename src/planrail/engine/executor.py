@@ -440,7 +440,10 @@ class Execution:
         if self.status != "pending":
             raise RuntimeError("an Execution runs once")
         stored = self.store.get_run(self.run_id) if self.store is not None else None
-        gate.adopt(self, stored)
+        # The plan as it is now, serialised once (tens of µs per step) for the stored run's
+        # plan and the approval, both checked before anything is written or run.
+        current = None if stored is None else self.plan.fresh_hash()
+        gate.adopt(self, stored, current)
         needed = gate.approval_needed(self)
         if needed and not self.approve and self.approver is None:
             raise ApprovalRequiredError(
@@ -450,7 +453,7 @@ class Execution:
                 run_id=self.run_id,
             )
         if self._sealed and self.approval is not None:  # before anything is written or run
-            check_approval(self.approval, self.plan.fresh_hash())
+            check_approval(self.approval, self.plan.fresh_hash() if current is None else current)
             self.approval = gate.bind_schemas(self.approval, self.plan, self.registry)
         # The runner first: a tool it refuses stops the run before anything is recorded.
         await self.tool_runner.prepare(self._python_tools())
@@ -463,7 +466,7 @@ class Execution:
             # would not match.
             self._started = True
             if self.store is not None and self._sealed and self._ckpt is None:
-                await self._open_checkpoint()
+                await self._open_checkpoint(checked=True)  # the plan: by gate.adopt above
             for override in self._overrides:
                 self._emit(E.POLICY_OVERRIDDEN, data=override)
             try:
@@ -610,10 +613,11 @@ class Execution:
             compiled=self.compiled,
         )
 
-    async def _open_checkpoint(self) -> None:
+    async def _open_checkpoint(self, *, checked: bool = False) -> None:
         """Create or take over the run in the store; while another runner holds its lease,
         wait up to ``lease_wait`` seconds (on the injected clock) for it to be released or to
-        expire, then give up with :class:`RunBusyError`."""
+        expire, then give up with :class:`RunBusyError`. ``checked``: the stored run's plan was
+        just checked (:meth:`Checkpointer.open`)."""
         assert self.store is not None
         give_up = self.clock.monotonic() + self.lease_wait
         pause = 0.05
@@ -633,7 +637,7 @@ class Execution:
                 metadata=None if self._replaces is None else {gate.REPLACES: self._replaces},
             )
             try:
-                stored, self._in_doubt = ckpt.open()
+                stored, self._in_doubt = ckpt.open(checked=checked)
             except RunBusyError:
                 left = give_up - self.clock.monotonic()
                 if left <= 0:

@@ -19,7 +19,7 @@ from planrail.engine.approval import (
     label_of,
 )
 from planrail.engine.call_guard import CallGuard
-from planrail.engine.checkpoint import PlanMismatchError, PolicyMismatchError
+from planrail.engine.checkpoint import PolicyMismatchError, check_same_plan
 from planrail.engine.events import EventType
 from planrail.errors import ApprovalRefusedError, ExecutionError
 from planrail.plan.effects import Effect, effects_of, needing_approval, step_effect
@@ -152,9 +152,10 @@ def _unapproved(ex: Execution, needed: list[str], answer: bool | None) -> str:
     return "approval refused: nothing was executed"
 
 
-def adopt(ex: Execution, stored: RunRecord | None) -> None:
+def adopt(ex: Execution, stored: RunRecord | None, current: str | None = None) -> None:
     """A run found in the store brings its approval, the policies it started with and the
-    run version it replaced (:data:`REPLACES`).
+    run version it replaced (:data:`REPLACES`). It must have been stored with this plan as it is
+    now (``current``: its :meth:`~planrail.Plan.fresh_hash`, if the caller has computed it).
 
     Policies given here that differ from the stored ones are refused
     (:class:`PolicyMismatchError`) unless ``policy_override``, which is recorded as an
@@ -162,13 +163,7 @@ def adopt(ex: Execution, stored: RunRecord | None) -> None:
     """
     if stored is None:
         return
-    current = ex.plan.fresh_hash()
-    if stored.plan_hash != current:
-        raise PlanMismatchError(
-            f"run '{ex.run_id}' exists with another plan ({stored.plan_hash[:19]}…);"
-            f" this plan is {current[:19]}…: a run only resumes its own plan",
-            run_id=ex.run_id,
-        )
+    check_same_plan(stored, ex.plan.fresh_hash() if current is None else current)
     check_current(stored)
     if ex.approval is None and stored.approval is not None:
         ex.approval = dict(stored.approval)
