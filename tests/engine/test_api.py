@@ -172,7 +172,7 @@ def test_a_run_stored_under_such_an_id_before_the_rule_is_still_resumed(
 ) -> None:
     """The rule is for new runs: one an earlier planrail stored as ``" "`` (simulated by
     switching the check off while it is created) is approved and run under its own id."""
-    from planrail.engine import executor
+    from planrail.engine import run_ids
     from planrail.engine.approval import defer
 
     saved: list[int] = []
@@ -185,7 +185,7 @@ def test_a_run_stored_under_such_an_id_before_the_rule_is_still_resumed(
     plan = {"goal": "g", "steps": [{"id": "s", "tool": "save", "args": {"x": 1}}]}
     with planrail.store.open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
         with monkeypatch.context() as earlier:
-            earlier.setattr(executor, "run_id_problem", lambda run_id: None)
+            earlier.setattr(run_ids, "run_id_problem", lambda run_id: None)
             waiting = planrail.prepare(plan, [save], store=store, run_id=" ", approver=defer)
             assert asyncio.run(waiting.run()).status == "awaiting_approval"
         assert saved == []

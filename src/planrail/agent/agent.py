@@ -22,16 +22,11 @@ from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import strict_answer
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import load_result
-from planrail.engine.executor import (
-    MAX_RUN_ID_LENGTH,
-    Execution,
-    FailureMode,
-    check_new_run_id,
-    new_run_id,
-)
+from planrail.engine.executor import Execution
 from planrail.engine.gate import RunReplannedError, check_current, mark_replanned
 from planrail.engine.guard import ToolCallCount
 from planrail.engine.result import RunResult, StepResult
+from planrail.engine.run_ids import MAX_RUN_ID_LENGTH, FailureMode, check_new_run_id, new_run_id
 from planrail.errors import ApprovalRefusedError, ExecutionError
 from planrail.llm.base import LLM
 from planrail.llm.budget import Budget, BudgetMeter, MeteredLLM, PriceTable

@@ -45,7 +45,7 @@ from planrail.cli.interrupts import python_sigint
 from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.render import print_result, print_warnings
-from planrail.engine.executor import failure_mode_of
+from planrail.engine.run_ids import failure_mode_of
 from planrail.errors import PlanrailError
 from planrail.llm import Budget, PriceTable, open_llm
 from planrail.plan.secrets import Redactor

@@ -45,7 +45,7 @@ from planrail.cli.jsonout import json_text
 from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.printable import console as printable_console
 from planrail.cli.render import print_issues, print_warnings
-from planrail.engine.executor import failure_mode_of
+from planrail.engine.run_ids import failure_mode_of
 from planrail.errors import PlanrailError, PlanValidationError
 from planrail.plan.validate import (
     LEVELS,

@@ -41,8 +41,8 @@ from planrail.cli.mcp_tools import McpConfigOpt, McpOpt, add_mcp_tools
 from planrail.cli.run_cmd import run as run_on_terminal
 from planrail.engine import operations
 from planrail.engine.checkpoint import load_result
-from planrail.engine.executor import failure_mode_of
 from planrail.engine.gate import REPLANNED_AS, replaced_by, stored_width
+from planrail.engine.run_ids import failure_mode_of
 from planrail.errors import PlanLoadError, PlanrailError
 from planrail.plan.loader import PlanLimits, load_document
 from planrail.store import RUN_STATUSES, RunRecord

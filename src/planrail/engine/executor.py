@@ -15,22 +15,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import re
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal, get_args
+from typing import Any
 
 from planrail._memory import long_lived
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine import gate
 from planrail.engine.approval import ApprovalRequest, ApprovalRequiredError, Approver
+from planrail.engine.background import keep_lease, watch_requests
 from planrail.engine.call_guard import CallGuard
 from planrail.engine.checkpoint import Checkpointer, LeaseLostError, RunBusyError
 from planrail.engine.events import Event, EventType
 from planrail.engine.guard import SecurityGuard, ToolCallCount
 from planrail.engine.outcome import recordable
 from planrail.engine.result import RunResult, StepResult, keep_history, keep_usage
+from planrail.engine.run_ids import FailureMode, check_new_run_id, check_options, new_run_id
 from planrail.engine.runners import LocalRunner
 from planrail.engine.scheduler import Node, Scheduler, Skip
 from planrail.engine.stages import Boundary, StageGate, confirm_stage
@@ -40,9 +40,9 @@ from planrail.engine.step_runner import (
     StepRunner,
     ToolAction,
 )
+from planrail.engine.under_way import CallsUnderWay
 from planrail.errors import (
     CallCrashedError,
-    ExecutionError,
     PlanrailError,
     ReferenceResolutionError,
     StoreError,
@@ -56,108 +56,23 @@ from planrail.plan.provenance import Provenance
 from planrail.plan.refs import resolve_value
 from planrail.plan.secrets import Redactor
 from planrail.plan.stages import stage_goals
-from planrail.plan.strict_json import CONTROL_CHARACTERS, surrogate_problem
 from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRunner, step_key
 from planrail.policies.limits import RunPolicy
 from planrail.policies.security import (
     ApproveCall,
     SecurityPolicy,
     check_approval,
-    check_security,
     denial_of,
 )
 from planrail.store.base import Store, check_store
 from planrail.types import Clock, Observer, StepStatus
 
-__all__ = ["Execution", "FailureMode", "failure_mode_of", "new_run_id"]
+__all__ = ["BudgetRecord", "Execution"]
 
 log = logging.getLogger("planrail")
 
-FailureMode = Literal["continue", "fail_fast"]
-
-
-def failure_mode_of(fail_fast: bool | None) -> FailureMode | None:
-    """The ``failure_mode`` a door's fail-fast switch asks for (``--fail-fast``/
-    ``--no-fail-fast``, MCP ``fail_fast``), or None when it is not given: a new run goes on
-    past failures, a resume keeps the mode stored with the run."""
-    return None if fail_fast is None else ("fail_fast" if fail_fast else "continue")
-
-
 E = EventType
 S = StepStatus
-
-
-def new_run_id() -> str:
-    """A fresh run id: ``run_`` and 12 hex digits."""
-    return "run_" + uuid.uuid4().hex[:12]
-
-
-_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
-MAX_RUN_ID_LENGTH = 256
-"""The longest run id a new run may have (every idempotency key, ``RUN_ID:STEP``, holds it)."""
-
-
-def run_id_problem(run_id: str) -> str | None:
-    """What makes ``run_id`` unfit for a new run, or None. A run id is free text, but not
-    empty or blank (an unset ``--run-id "$VAR"`` would silently start a fresh run), not holding
-    control characters (a newline splits every log line and table row it is in), not longer
-    than :data:`MAX_RUN_ID_LENGTH`, Unicode (no store could keep a lone surrogate), and not
-    ``.`` or ``..`` (a URL path segment that every browser and HTTP client resolves away: such a
-    run would have no page on the dashboard)."""
-    if not run_id.strip():
-        return "is empty" if not run_id else "is blank"
-    if run_id in (".", ".."):
-        return f"is {run_id!r}, which a URL resolves away (no dashboard page could show it)"
-    control = _CONTROL.search(run_id)
-    if control is not None:
-        return f"holds a control character (U+{ord(control.group()):04X})"
-    if len(run_id) > MAX_RUN_ID_LENGTH:
-        return f"is {len(run_id):,} characters; at most {MAX_RUN_ID_LENGTH} are allowed"
-    return surrogate_problem(run_id)
-
-
-def check_new_run_id(run_id: object, store: Store | None = None) -> None:
-    """A TypeError for a run id that is not a ``str``, an :class:`ExecutionError` for one
-    :func:`run_id_problem` refuses — unless ``store`` already holds that run (a run stored
-    earlier keeps its id). What :class:`Execution` and :class:`~planrail.agent.Agent` check."""
-    if not isinstance(run_id, str):
-        raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
-    problem = run_id_problem(run_id)
-    if problem is not None and (store is None or store.get_run(run_id) is None):
-        raise ExecutionError(f"the run id {problem}")
-
-
-def _check_options(
-    max_concurrency: Any,
-    failure_mode: Any,
-    clock: Any,
-    observers: Any,
-    policy: Any,
-    security: Any,
-) -> None:
-    """What a caller of :class:`Execution` (``prepare``, ``run``, ``arun``: every door) got
-    wrong, said where it was given — a TypeError or ValueError naming the option — rather than
-    an AttributeError from deep inside the run, or a wrong run."""
-    if max_concurrency is not None:
-        if not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool):
-            raise TypeError(
-                f"max_concurrency must be a whole number, not {type(max_concurrency).__name__}"
-            )
-        if max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
-    if failure_mode is not None and failure_mode not in get_args(FailureMode):
-        raise ValueError(f"failure_mode must be 'continue' or 'fail_fast', not {failure_mode!r}")
-    missing = [m for m in ("now", "monotonic", "sleep") if not callable(getattr(clock, m, None))]
-    if missing:
-        lacks = ", ".join(f"{m}()" for m in missing)
-        raise TypeError(f"clock must have now(), monotonic() and sleep(): {clock!r} lacks {lacks}")
-    for obs in observers:
-        if not callable(getattr(obs, "on_event", None)):
-            raise TypeError(f"observer {obs!r} has no on_event(event) method")
-    if policy is not None and not isinstance(policy, RunPolicy):
-        raise TypeError(f"policy must be a planrail.RunPolicy, not {type(policy).__name__}")
-    check_security(security)
-
 
 BudgetRecord = Callable[[Mapping[str, StepResult]], dict[str, Any]]
 """``budget(steps)``: the run's LLM budget as it stores it, given the steps it holds as it
@@ -204,7 +119,7 @@ class Execution:
         budget: BudgetRecord | None = None,
     ) -> None:
         observers = list(observers)
-        _check_options(max_concurrency, failure_mode, clock, observers, policy, security)
+        check_options(max_concurrency, failure_mode, clock, observers, policy, security)
         check_store(store)
         if run_id is not None:
             check_new_run_id(run_id, store)
@@ -302,18 +217,8 @@ class Execution:
         self.security = security
         """The security policy every tool call is vetted by (None: none)."""
         self._approve_call = approve_call
-        self._calling: dict[str, int] = {}
-        """Per step whose action has been called: the calls that may be under way — each call
-        counts until its attempt failed and a retry was scheduled (then nothing is under way
-        while the step waits), or until its fan-out item's output or its loop iteration is
-        committed; any other call that returned counts until the step's outcome is recorded
-        (for cancellations: its effect happened, but is not recorded yet)."""
-        self._item_calls: dict[str, dict[int, int]] = {}
-        """The same per fan-out item (of the steps that fan out), so that an item's calls stop
-        counting once its output is committed."""
-        self._crashed: dict[str, set[int | None]] = {}
-        """The items (``None``: the step itself) with a call that crashed with its effect in
-        doubt: their calls count until the step ends, whatever is committed after."""
+        self._under_way = CallsUnderWay()
+        """The calls that may be under way: what a step cancelled by the run becomes."""
         self._overrides: list[dict[str, Any]] = []
         self._priority: dict[str, float] = self.compiled.priority()
         """Each step's remaining critical path (its priority when it waits for a resource): the
@@ -822,33 +727,8 @@ class Execution:
             self._complete(sid, self._cancelled(sid))
 
     def _cancelled(self, sid: str) -> Outcome:
-        """A step cancelled by the run: if its call was under way and may not be made again
-        (an unsafe tool), its outcome is unknown — ``in_doubt``, for an operator to resolve;
-        otherwise ``cancelled`` (a resume runs it again, with the same idempotency key). A step
-        waiting to retry a failed call, or a fan-out or loop whose finished items or iterations
-        are committed and whose others wait (to retry, or to start), has none under way:
-        ``cancelled``."""
-        calling = self._calling.get(sid, 0) > 0
-        if calling and not self.effects[sid].may_rerun:
-            return Outcome(
-                S.IN_DOUBT,
-                reason=f"{self._abort_reason} while its call was under way: it may or may not"
-                " have happened; decide with `planrail resolve`",
-            )
-        if calling:
-            return Outcome(
-                S.CANCELLED,
-                reason=f"{self._abort_reason} while its call was under way; its tool honours"
-                " idempotency keys: a resume calls it again with the same key",
-            )
-        if sid in self._calling:  # called, but none of its calls is under way now
-            return Outcome(
-                S.CANCELLED,
-                reason=f"{self._abort_reason} while none of its calls was under way (it waited"
-                " to retry a failed call, or for an item or iteration to start; what finished"
-                " is recorded): a resume calls it again",
-            )
-        return Outcome(S.CANCELLED, reason=self._abort_reason)
+        """A step cancelled by the run (:meth:`.CallsUnderWay.cancelled`)."""
+        return self._under_way.cancelled(sid, self.effects[sid].may_rerun, self._abort_reason)
 
     def _context(self, step: Step) -> Callable[[int], StepContext]:
         run_id = self.run_id
@@ -871,10 +751,7 @@ class Execution:
         recorded if it matters."""
         if self.redactor is not None:
             self.redactor.learn_args(step.id, args)
-        self._calling[step.id] = self._calling.get(step.id, 0) + 1
-        if item is not None:
-            items = self._item_calls.setdefault(step.id, {})
-            items[item] = items.get(item, 0) + 1
+        self._under_way.began(step.id, item)
         if self._guard is not None and step.action == "tool_call":
             return self._admit(step, item, attempt, args, key)
         return self._stored_first(step, attempt, args, key)
@@ -910,30 +787,7 @@ class Execution:
         if ckpt is not None and self._progress(
             f"item {index}", step, ckpt.item_done, index, item, output
         ):
-            self._unit_recorded(step.id, index)
-
-    def _unit_recorded(self, sid: str, item: int | None) -> None:
-        """A finished unit of ``sid`` is committed — an item's output, or an iteration of the
-        step (``item`` None) or of an item: none of its calls is under way any more."""
-        if item in self._crashed.get(sid, ()):
-            return
-        if item is None:  # the step's own calls, one after another: none is under way now
-            self._calls_over(sid, self._calling.get(sid, 0))
-        else:
-            self._calls_over(sid, self._item_calls.get(sid, {}).pop(item, 0))
-
-    def _calls_over(self, sid: str, calls: int, item: int | None = None) -> None:
-        """``calls`` calls of ``sid`` (of its fan-out item ``item``, if given) that
-        :meth:`_before_attempt` counted are no longer under way."""
-        if not calls:  # a unit that ended before any call (a time limit, an unresolved argument)
-            return
-        left = self._calling[sid] - calls
-        assert left >= 0, f"step '{sid}': more calls ended than began"
-        self._calling[sid] = left
-        if item is not None:
-            items = self._item_calls[sid]
-            items[item] -= calls
-            assert items[item] >= 0, f"step '{sid}' item {item}: more calls ended than began"
+            self._under_way.unit_recorded(step.id, index)
 
     def _iteration_done(
         self, step: Step, index: int | None, args: Any, entry: dict[str, Any]
@@ -942,7 +796,7 @@ class Execution:
         it); once it is committed, its calls are no longer under way."""
         ckpt, what = self._ckpt, f"iteration {entry.get('iteration')}"
         if ckpt is not None and self._progress(what, step, ckpt.iteration_done, index, args, entry):
-            self._unit_recorded(step.id, index)
+            self._under_way.unit_recorded(step.id, index)
 
     def _progress(self, what: str, step: Step, commit: Callable[..., None], *args: Any) -> bool:
         """Commit part of a step's progress; whether it was committed."""
@@ -960,15 +814,15 @@ class Execution:
 
     def _on_attempt(self, step: Step, record: dict[str, Any]) -> None:
         """After each attempt of a step's action: a failed attempt (and its retry) is an event;
-        a call that crashed with its effect in doubt is remembered (:attr:`_crashed`)."""
+        a call that crashed with its effect in doubt is remembered (:class:`.CallsUnderWay`)."""
         error = record.get("error")
         if error is not None:
             self._emit(E.ATTEMPT_FAILED, step.id, record["attempt"], dict(record))
             item = record.get("item")
             if error.get("type") == CallCrashedError.__name__:
-                self._crashed.setdefault(step.id, set()).add(item)
+                self._under_way.crashed(step.id, item)
             if "delay" in record:  # the call failed and the step waits: nothing is under way
-                self._calls_over(step.id, 1, item)
+                self._under_way.over(step.id, 1, item)
                 self._emit(
                     E.RETRY_SCHEDULED, step.id, record["attempt"], {"delay": record["delay"]}
                 )
@@ -1022,9 +876,7 @@ class Execution:
         keep_history(res, outcome.history)
         keep_usage(res, outcome.usage)
         res.status = outcome.status
-        self._calling.pop(sid, None)
-        self._item_calls.pop(sid, None)
-        self._crashed.pop(sid, None)
+        self._under_way.ended(sid)
         if outcome.args is not None:
             self.args[sid] = outcome.args
         if outcome.status == S.SUCCEEDED:
@@ -1185,46 +1037,32 @@ class Execution:
             if task is not None:
                 self._cancel(sid, task)
 
-    async def _heartbeat(self) -> None:
-        assert self._ckpt is not None
-        while True:
-            await self.clock.sleep(self.lease_ttl / 3)
-            try:
-                self._ckpt.renew()
-            except PlanrailError as exc:
-                self.error = exc.message
-                self._fail_fast("(lease)", exc.message)
-                if self._wakeup is not None:
-                    self._wakeup.set()
-                return
-
     def _start_background(self) -> None:
-        """The lease's heartbeat and the watch for operator requests (durable runs only)."""
+        """The lease's renewal and the watch for operator requests (durable runs only)."""
+        ckpt = self._ckpt
+        assert ckpt is not None
         self._background = [
-            asyncio.create_task(self._heartbeat()),
-            asyncio.create_task(self._watch()),
+            asyncio.create_task(keep_lease(ckpt, self.clock, self.lease_ttl / 3, self._lost)),
+            asyncio.create_task(
+                watch_requests(ckpt, self.clock, self.watch_interval, self._cancel_requested)
+            ),
         ]
 
-    async def _watch(self) -> None:
-        """Operator actions from other processes: a ``cancel_requested`` event in the store
-        cancels this run as Ctrl-C would (polled every ``watch_interval`` seconds)."""
-        assert self._ckpt is not None
-        while True:
-            await self.clock.sleep(self.watch_interval)
-            try:
-                request = self._ckpt.cancel_request()
-            except Exception:
-                log.exception("could not read operator requests for run %s", self.run_id)
-                continue
-            if request is not None:
-                by = request.get("by") or "an operator"
-                self.error = f"cancelled by {by}"
-                self._cancelled_by = by
-                self._fail_fast("(cancel)", self.error)
-                self._abort_reason = self.error
-                if self._wakeup is not None:
-                    self._wakeup.set()
-                return
+    def _lost(self, why: str) -> None:
+        """The lease could not be renewed: the run stops."""
+        self.error = why
+        self._fail_fast("(lease)", why)
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _cancel_requested(self, by: str) -> None:
+        """An operator asked to cancel the run (from any process): it stops as on Ctrl-C."""
+        self.error = f"cancelled by {by}"
+        self._cancelled_by = by
+        self._fail_fast("(cancel)", self.error)
+        self._abort_reason = self.error
+        if self._wakeup is not None:
+            self._wakeup.set()
 
     async def _cancel_all(self, reason: str) -> None:
         self._aborted = True

@@ -12,10 +12,11 @@ from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.actions import ActionHandler
 from planrail.engine.approval import Approver
 from planrail.engine.call_guard import CallGuard
-from planrail.engine.executor import BudgetRecord, Execution, FailureMode
+from planrail.engine.executor import BudgetRecord, Execution
 from planrail.engine.gate import check_current, resumes_under
 from planrail.engine.guard import ToolCallCount
 from planrail.engine.result import RunResult, StepResult
+from planrail.engine.run_ids import FailureMode
 from planrail.errors import PlanError, PlanValidationError, StoreError
 from planrail.llm.base import LLM
 from planrail.llm.budget import MeteredLLM

@@ -24,7 +24,8 @@ from typing import Any
 from planrail.agent.approval import side_effecting_steps as needs_approval
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import approval_record, defer, refuse_all
-from planrail.engine.executor import Execution, failure_mode_of
+from planrail.engine.executor import Execution
+from planrail.engine.run_ids import failure_mode_of
 from planrail.errors import PlanValidationError
 from planrail.integrations.mcp.question import question
 from planrail.integrations.mcp.tools import bind_approval
