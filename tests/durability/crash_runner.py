@@ -51,8 +51,8 @@ from pydantic import BaseModel
 
 import planrail
 from planrail.engine import checkpoint
-from planrail.engine.checkpoint import RunBusyError
 from planrail.engine.executor import Execution
+from planrail.engine.lease import RunBusyError
 from planrail.store import open_store
 
 CHAINS = 4

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 import planrail
-from planrail.engine.checkpoint import RunBusyError, load_result
+from planrail.engine.checkpoint import load_result
 from planrail.engine.executor import Execution
+from planrail.engine.lease import RunBusyError
 from planrail.store import SQLiteStore
 from planrail.testing import FakeClock
 

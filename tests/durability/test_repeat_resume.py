@@ -166,7 +166,7 @@ def test_a_loop_that_starts_over_on_resume_keeps_only_its_new_iterations(
         }
     )
     cp = Checkpointer(MemoryStore(), plan, planrail.ToolRegistry(), "r", SYSTEM_CLOCK)
-    monkeypatch.setattr(cp, "_check_lease", lambda: None)
+    monkeypatch.setattr(cp.lease, "check", lambda: None)
     monkeypatch.setattr(cp, "_commit_progress", lambda result: None)
     old = [{"iteration": n, "args_hash": "old", "output": n, "error": None} for n in (1, 2)]
     cp._iterations = {"loop": {"": list(old)}}

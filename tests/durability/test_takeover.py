@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from planrail.engine.checkpoint import RunBusyError
 from planrail.engine.executor import Execution
+from planrail.engine.lease import RunBusyError
 from planrail.engine.owners import Owner, owner_gone, this_owner
 from planrail.store import SQLiteStore
 from planrail.testing import FakeClock

@@ -23,7 +23,7 @@ import pytest
 import planrail
 from planrail.engine import operations
 from planrail.engine.approval import defer
-from planrail.engine.checkpoint import RunBusyError
+from planrail.engine.lease import RunBusyError
 from planrail.plan.tools import Tool, ToolRegistry
 from planrail.store import Store, open_store
 from planrail.testing.clock import FakeClock

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from planrail.engine.events import Event, EventType
 from planrail.engine.guard import admitted
-from planrail.engine.owners import Owner, owner_gone, this_owner
+from planrail.engine.lease import RunLease
 from planrail.engine.result import StepResult, history_of, usage_of
 from planrail.errors import ExecutionError, error_dict
 from planrail.plan.effects import Effect, effects_of, step_effect
@@ -36,9 +36,7 @@ from planrail.types import Clock, StepStatus
 
 __all__ = [
     "Checkpointer",
-    "LeaseLostError",
     "PlanMismatchError",
-    "RunBusyError",
     "args_hash",
     "load_result",
 ]
@@ -58,18 +56,6 @@ class PolicyMismatchError(ExecutionError):
     code = "policy_mismatch"
 
 
-class RunBusyError(ExecutionError):
-    """Another runner holds the run's lease."""
-
-    code = "run_busy"
-
-
-class LeaseLostError(ExecutionError):
-    """This runner's lease expired or was taken: it stops so two runners never overlap."""
-
-    code = "lease_lost"
-
-
 def check_same_plan(stored: RunRecord, current: str) -> None:
     """:class:`PlanMismatchError` unless run ``stored`` was stored with the plan whose hash is
     ``current``: a run only resumes its own plan."""
@@ -84,10 +70,6 @@ def check_same_plan(stored: RunRecord, current: str) -> None:
 args_hash = args_digest
 """A stable hash of resolved arguments: ``sha256:`` + the digest of their canonical JSON (the
 same as an approval's :func:`~planrail.policies.security.args_digest`)."""
-
-
-def _owner() -> str:
-    return this_owner()
 
 
 class Checkpointer:
@@ -117,8 +99,8 @@ class Checkpointer:
         self._key_prefix = step_key(run_id, "")
         """What every idempotency key of this run starts with (:meth:`intent`)."""
         self.clock = clock
-        self.lease_ttl = lease_ttl
-        self.owner = owner or _owner()
+        self.lease = RunLease(store, run_id, clock, lease_ttl, owner)
+        """The run's lease: taken as the run opens, checked before each write."""
         self.approval = approval
         self.redactor = redactor
         """Redacts secrets from every record before it is written (``docs/security.md``)."""
@@ -149,9 +131,6 @@ class Checkpointer:
         self._plan_data: dict[str, Any] | None = None
         """The plan as the run's record stores it (redacted), dumped once per run: the plan of
         a run never changes, and a big plan's dump costs tens of µs per step."""
-        self._holding = False
-        self._lease_until = float("-inf")
-        """When our lease expires unless renewed, by our clock."""
         self.resumed = False
         self._items: dict[str, dict[str, Any]] = {}
         """Per fan-out step: the items that succeeded, by index (``{"item", "output"}``)."""
@@ -164,8 +143,6 @@ class Checkpointer:
         self.iterations_done: dict[str, dict[str, list[dict[str, Any]]]] = {}
         """What a resume found of loops that did not finish (the same form): a resumed loop
         continues after them instead of calling them again."""
-        self.took_over: str | None = None
-        """The owner of a dead runner on this host whose lease this one took over at once."""
         self.admitted = 0
         """The tool calls the security guard admitted before this resume (its stored
         ``policy_decision`` events say so): ``SecurityPolicy.max_tool_calls`` counts them."""
@@ -188,7 +165,7 @@ class Checkpointer:
                 check_same_plan(existing, self.plan.hash)
         # The lease comes first, even for a new run: two runners started together on one run id
         # must not both create it, nor one create it while the other reads its steps.
-        self._acquire()
+        self.lease.acquire()
         try:
             return self._open_leased()
         except BaseException:
@@ -242,35 +219,6 @@ class Checkpointer:
     def _may_rerun(self, step: Step) -> bool:
         return self.effects[step.id].may_rerun
 
-    def _acquire(self) -> None:
-        now = self.clock.now()
-        if not self.store.acquire_lease(self.run_id, self.owner, self.lease_ttl, now):
-            lease = self.store.get_lease(self.run_id)
-            if lease is not None and owner_gone(lease.owner):
-                # Its runner died on this host: take over now, not when the lease expires.
-                # Fenced as ever: the release only removes that owner's row, and the acquire
-                # succeeds for one runner only.
-                self.store.release_lease(self.run_id, lease.owner)
-                if self.store.acquire_lease(self.run_id, self.owner, self.lease_ttl, now):
-                    self.took_over = lease.owner
-                    self._holding = True
-                    self._lease_until = now + self.lease_ttl
-                    return
-                lease = self.store.get_lease(self.run_id)
-            holder = (
-                f" by {Owner.parse(lease.owner).describe()} ({lease.owner}), whose lease runs"
-                f" {lease.expires_at - now:.0f}s more unless renewed"
-                if lease
-                else ""
-            )
-            raise RunBusyError(
-                f"run '{self.run_id}' is being run{holder}; wait for it to finish (or for its"
-                " lease to expire if that runner died on another host) and resume again",
-                run_id=self.run_id,
-            )
-        self._holding = True
-        self._lease_until = now + self.lease_ttl
-
     def _run_record(
         self, status: str, output: Any = None, error: dict[str, Any] | None = None
     ) -> RunRecord:
@@ -310,24 +258,7 @@ class Checkpointer:
 
     def renew(self) -> None:
         """Heartbeat: extend the lease; :class:`LeaseLostError` if it is no longer ours."""
-        now = self.clock.now()
-        if not self.store.renew_lease(self.run_id, self.owner, self.lease_ttl, now):
-            self._holding = False
-            raise LeaseLostError(
-                f"lost the lease on run '{self.run_id}' (it expired); stopping so that two "
-                "runners never drive one run",
-                run_id=self.run_id,
-            )
-        self._lease_until = now + self.lease_ttl
-
-    def _check_lease(self) -> None:
-        """Refuse to write once our lease may have expired: another runner may own the run."""
-        if self.clock.now() >= self._lease_until:
-            raise LeaseLostError(
-                f"the lease on run '{self.run_id}' expired before it could be renewed (was the "
-                "event loop blocked?); stopping so that two runners never drive one run",
-                run_id=self.run_id,
-            )
+        self.lease.renew()
 
     def needs_intent(self, step: Step) -> bool:
         """Whether a call of this step changes the world (its intent must be recorded first)."""
@@ -356,7 +287,7 @@ class Checkpointer:
     ) -> None:
         """Commit the run's approval (and queued events) before its first step starts;
         ``plan_data``: the plan as approved (:meth:`Plan.dump`'s), stored from now on."""
-        self._check_lease()
+        self.lease.check()
         self.approval = approval
         if plan_data is not None:
             self._keep_plan(plan_data)
@@ -438,7 +369,7 @@ class Checkpointer:
         if not queued:
             return
         try:
-            self._check_lease()
+            self.lease.check()
             self._commit_queued(queued)
         except Exception as exc:  # each waiting call fails with it (a callback cannot raise)
             _fail(queued, exc)
@@ -481,7 +412,7 @@ class Checkpointer:
     def item_done(self, result: StepResult, index: int, item: Any, output: Any) -> None:
         """Commit that item ``index`` of a fan-out succeeded with ``output`` (before the step
         ends), so that a resume runs only the items that did not."""
-        self._check_lease()
+        self.lease.check()
         if self.redactor is not None:
             output = self.redactor.output(result.id, output)
         self._items.setdefault(result.id, {})[str(index)] = {"item": item, "output": output}
@@ -494,7 +425,7 @@ class Checkpointer:
         """Commit a finished iteration of a ``repeat`` step (of item ``index`` inside a
         fan-out) before the next starts, so that a resume continues after it. ``entry`` is the
         iteration's history entry; its arguments are kept as their hash only."""
-        self._check_lease()
+        self.lease.check()
         red = self.redactor
         output, error = entry.get("output"), entry.get("error")
         if red is not None:
@@ -565,12 +496,12 @@ class Checkpointer:
         or event is stored before every outcome it may follow), one by one — :meth:`saved`
         commits them. If the outcomes cannot be committed, :meth:`abandon` drops them."""
         if alone:
-            self._check_lease()
+            self.lease.check()
             self._commit(steps=self._records(results, args))
             return
         queued = self._take_queued()
         try:
-            self._check_lease()
+            self.lease.check()
         except BaseException as exc:
             _fail(queued, exc)
             raise
@@ -595,7 +526,7 @@ class Checkpointer:
                 records.append(dataclasses.replace(kept, run_id=self.run_id))
             else:
                 records.extend(self._records([r], args))
-        self._check_lease()
+        self.lease.check()
         self._commit_events(steps=records)
 
     def finish(
@@ -607,7 +538,7 @@ class Checkpointer:
         args: dict[str, Any],
     ) -> None:
         """Commit the last step records and the run's final status, then release the lease."""
-        self._check_lease()
+        self.lease.check()
         self.abandon()
         err = error_dict("RunError", error) if error else None
         self._commit_events(
@@ -652,9 +583,8 @@ class Checkpointer:
         )
 
     def release(self) -> None:
-        if self._holding:
-            self._holding = False
-            self.store.release_lease(self.run_id, self.owner)
+        """Give the run's lease back (:meth:`RunLease.release`)."""
+        self.lease.release()
 
     def _take_events(self) -> list[StoredEvent]:
         events, self._events = self._events, []

@@ -25,9 +25,10 @@ from planrail.engine import gate
 from planrail.engine.approval import ApprovalRequest, ApprovalRequiredError, Approver
 from planrail.engine.background import keep_lease, watch_requests
 from planrail.engine.call_guard import CallGuard
-from planrail.engine.checkpoint import Checkpointer, LeaseLostError, RunBusyError
+from planrail.engine.checkpoint import Checkpointer
 from planrail.engine.events import Event, EventType
 from planrail.engine.guard import SecurityGuard, ToolCallCount
+from planrail.engine.lease import LeaseLostError, RunBusyError
 from planrail.engine.outcome import recordable
 from planrail.engine.result import RunResult, StepResult, keep_history, keep_usage
 from planrail.engine.run_ids import FailureMode, check_new_run_id, check_options, new_run_id

@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from planrail.clock import SYSTEM_CLOCK
 from planrail.engine.approval import ApprovalRequiredError, approval_record
-from planrail.engine.checkpoint import RunBusyError
 from planrail.engine.gate import check_current
+from planrail.engine.lease import RunBusyError
 from planrail.engine.owners import owner_gone
 from planrail.errors import ExecutionError, ReferenceResolutionError, error_dict
 from planrail.plan.first import compile_args
