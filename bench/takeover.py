@@ -50,13 +50,13 @@ def _plan() -> tuple[object, list[object]]:
 
 def _child(role: str, db: str, mode: str) -> None:
     """``first``: start the run and block; ``resume``: wait for 'go', resume, report."""
-    from planrail.engine import checkpoint
+    from planrail.engine import lease
     from planrail.engine.executor import Execution
     from planrail.store import SQLiteStore
 
     plan, tools = _plan()
     if mode == "lease_wait":
-        checkpoint.owner_gone = lambda owner: False  # type: ignore[assignment]
+        lease.owner_gone = lambda owner: False  # type: ignore[assignment]
     store = SQLiteStore(db)
     execution = Execution(
         plan,  # type: ignore[arg-type]
