@@ -421,10 +421,10 @@ def test_a_replans_previous_version_must_have_been_approved() -> None:
         operations.approve(store, "y")
         mark_replanned(store, "y", "y-r1")
         store.create_run(waiting("y-r1", second))
-        approved = store.get_run("y-r1")
-        assert approved is not None
-        assert previous_version(store, approved) == store.get_run("y")
-        view = approval_view(approved, registry(), previous_version(store, approved))
+        y_replan = store.get_run("y-r1")
+        assert y_replan is not None
+        assert previous_version(store, y_replan) == store.get_run("y")
+        view = approval_view(y_replan, registry(), previous_version(store, y_replan))
         assert view["diff"]["previous_run"] == "y"
         assert "changed since the approved version" in approval_page("csrf", view, True)
 
