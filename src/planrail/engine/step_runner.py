@@ -46,6 +46,7 @@ from planrail.engine.checkpoint import args_hash
 from planrail.engine.outcome import Outcome, failed, fan_in, in_doubt, message, outcome_of
 from planrail.engine.resources import ResourceGate
 from planrail.engine.runners import RUNNING_KEYS, abandoned_here, is_ctrl_c, keep_running
+from planrail.engine.step_memo import StepMemo
 from planrail.errors import (
     CallCrashedError,
     PlanrailError,
@@ -55,15 +56,12 @@ from planrail.errors import (
     error_dict,
     error_message,
 )
-from planrail.plan.effects import Effect, step_effect, tool_effect
-from planrail.plan.fill import Filler
-from planrail.plan.first import compile_args, fill_first
+from planrail.plan.first import compile_args
 from planrail.plan.model import Step
-from planrail.plan.predicates import Predicate, compile_predicate
 from planrail.plan.refs import Parse, copy_json, parse_template, resolve_value
-from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
+from planrail.plan.tools import StepContext, Tool, ToolRegistry
 from planrail.policies.limits import LoopExhaustedError, RunPolicy
-from planrail.policies.retry import NO_RETRY, Random, RetryPolicy
+from planrail.policies.retry import Random
 from planrail.types import Clock, StepStatus
 
 S = StepStatus
@@ -84,8 +82,6 @@ __all__ = [
 _UNSET: Any = object()
 _NO_EXTRA: dict[str, Any] = {}
 """A plain call's extra record fields: none (shared, never written)."""
-_UNKNOWN = tool_effect(None)
-"""The effect of a tool nobody knows: unsafe."""
 
 
 _FALLBACK = "fallback"
@@ -162,7 +158,6 @@ class StepRunner:
         self.handlers = dict(handlers)
         self.parse = parse
         """The parsed form of the plan's strings (its compiled plan's ``template``)."""
-        self._first = functools.partial(_fill_first, parse)
         self.handlers.setdefault("condition_check", ConditionAction(parse))
         self.goal = goal
         self.stage_goals: Mapping[str, str] = stage_goals if stage_goals is not None else {}
@@ -187,13 +182,8 @@ class StepRunner:
             on_attempt=on_attempt,
             guard=guard,
         )
-        self._fillers: dict[str | tuple[str, str], Filler] = {}
-        self._filled_once: set[str | tuple[str, str]] = set()
-        """The fields filled once so far (plain steps' arguments aside, see :meth:`_plain`): a
-        step's id for its ``args`` (no tuple per step), ``(id, field)`` for the others."""
-        self._predicates: dict[tuple[str, str], Predicate] = {}
-        self._fallback_steps: dict[str, Step] = {}
-        self._effects: dict[tuple[str, str], Effect] = {}
+        self.memo = StepMemo(parse, self.tools, self.policy.default_retry)
+        """What is derived from each step once: fillers, predicates, effects, fallback steps."""
         self.items_done: Mapping[str, Mapping[int, tuple[Any, Any]]] = items_done or {}
         """Per fan-out step, the items a resume found succeeded: (item, output) by index."""
         self.on_item = on_item
@@ -210,7 +200,7 @@ class StepRunner:
 
     def resolve_args(self, step: Step, outputs: Mapping[str, Any]) -> Any:
         """The step's arguments with every reference filled from ``outputs`` (a fresh copy)."""
-        return self._filled(step, "args", step.args, outputs)
+        return self.memo.filled(step, "args", step.args, outputs)
 
     def run(
         self,
@@ -239,7 +229,7 @@ class StepRunner:
             )
         if step.when is not None:
             try:
-                if not self._predicate(step, "when", step.when).evaluate(outputs):
+                if not self.memo.predicate(step, "when", step.when).evaluate(outputs):
                     return _now(Outcome(S.SKIPPED, reason="condition false"))
             except (PlanrailError, ValueError) as exc:
                 return _now(failed(exc, f"its 'when' guard could not be evaluated: {message(exc)}"))
@@ -275,7 +265,7 @@ class StepRunner:
         Its arguments are filled once, so they are not compiled for a second fill (nor is the
         step remembered as filled: a set entry per step for nothing)."""
         try:
-            args = resolve_value(step.args, outputs, self._first, self.parse)
+            args = resolve_value(step.args, outputs, self.memo.first, self.parse)
         except (ReferenceResolutionError, ValueError) as exc:
             return outcome_of(Result(False, exc=exc), Tally())
         loop = self.loop
@@ -329,7 +319,7 @@ class StepRunner:
                 isinstance(found, Tool)
                 and found.spec.timeout is None
                 and not self.gate.limited(found.spec.resource)
-                and self._retry(step, found.spec).max_attempts == 1
+                and self.memo.retry(step, found.spec).max_attempts == 1
             )
             tool = self._plain_tools[name] = found if plain and isinstance(found, Tool) else None
         return tool
@@ -342,7 +332,7 @@ class StepRunner:
         outputs = job.outputs if item is None else _Overlay(job.outputs, {"item": item[1]})
         index = None if item is None else item[0]
         try:
-            args = self._filled(step, "args", step.args, outputs)
+            args = self.memo.filled(step, "args", step.args, outputs)
         except (ReferenceResolutionError, ValueError) as exc:
             res = Result(False, exc=exc)
         else:
@@ -405,12 +395,12 @@ class StepRunner:
         timeout = step.timeout
         if timeout is None and spec is not None:
             timeout = spec.timeout
-        effect = self._effect(step)
+        effect = self.memo.effect(step)
         return Attempt(
             step=step,
             perform=perform,
             args=args,
-            policy=self._retry(step, spec),
+            policy=self.memo.retry(step, spec),
             timeout=timeout,
             total_timeout=step.total_timeout,
             resource=resource,
@@ -422,23 +412,6 @@ class StepRunner:
             key=key,
         )
 
-    def _effect(self, step: Step) -> Effect:
-        """What calling the step's tool does (:mod:`planrail.plan.effects`); no registry: none
-        may run again."""
-        key = (step.id, step.tool or "")
-        known = self._effects.get(key)
-        if known is None:
-            known = step_effect(step, self.tools) if self.tools is not None else _UNKNOWN
-            self._effects[key] = known
-        return known
-
-    def _retry(self, step: Step, spec: ToolSpec | None) -> RetryPolicy:
-        if step.retry is not None:
-            return RetryPolicy.from_spec(step.retry)
-        if spec is not None and spec.retry is not None:
-            return RetryPolicy.from_spec(spec.retry)
-        return self.policy.default_retry or NO_RETRY
-
     async def _repeat(
         self, job: _Job, outputs: Mapping[str, Any], args: Any, index: int | None, tally: Tally
     ) -> Result:
@@ -447,7 +420,7 @@ class StepRunner:
         assert step.repeat is not None
         cap = min(step.repeat.max_iterations, self.policy.max_iterations)
         try:
-            until = self._predicate(step, "repeat.until", step.repeat.until)
+            until = self.memo.predicate(step, "repeat.until", step.repeat.until)
         except (PlanrailError, ValueError) as exc:
             return Result(False, exc=exc, args=args)
         history = self._finished_iterations(step, index, args)
@@ -529,7 +502,7 @@ class StepRunner:
         why = message(failed.exc) if failed.exc is not None else "it failed"
         try:
             if "value" in fb.model_fields_set:
-                value = self._filled(step, "fallback.value", fb.value, outputs)
+                value = self.memo.filled(step, "fallback.value", fb.value, outputs)
                 return Result(
                     True,
                     value,
@@ -537,7 +510,7 @@ class StepRunner:
                     args=failed.args,
                     reason=f"used its fallback value after: {why}",
                 )
-            args = self._filled(step, "fallback.args", fb.args, outputs)
+            args = self.memo.filled(step, "fallback.args", fb.args, outputs)
         except (ReferenceResolutionError, ValueError) as exc:
             return Result(
                 False,
@@ -547,7 +520,7 @@ class StepRunner:
             )
         if "tool_call" not in self.handlers:
             return failed
-        fb_step = self._fallback_step(step)
+        fb_step = self.memo.fallback_step(step)
         res = await self.loop.run(
             self._attempt(job, fb_step, outputs, args, index, tally, fallback=fb.tool), tally
         )
@@ -558,58 +531,13 @@ class StepRunner:
             res.reason = f"it failed ({why}) and so did its fallback tool '{fb.tool}'"
         return res
 
-    def _fallback_step(self, step: Step) -> Step:
-        fb_step = self._fallback_steps.get(step.id)
-        if fb_step is None:
-            assert step.fallback is not None
-            fb_step = self._fallback_steps[step.id] = step.model_copy(
-                update={
-                    "action": "tool_call",
-                    "tool": step.fallback.tool,
-                    "args": step.fallback.args,
-                    "retry": None,
-                    "timeout": None,
-                    "total_timeout": None,
-                    "resource": None,
-                    "fallback": None,
-                    "repeat": None,
-                    "for_each": None,
-                    "compute": None,
-                    "remote_output": False,
-                }
-            )
-        return fb_step
-
-    def _filled(self, step: Step, name: str, value: Any, outputs: Mapping[str, Any]) -> Any:
-        """``value`` (a field of ``step``) with its references filled from ``outputs``.
-
-        Most steps fill their arguments exactly once, where compiling would cost more than it
-        saves: the first fill walks ``value`` directly, and only a second fill of the same field
-        (a retry, a fan-out item, a loop iteration) compiles it for reuse.
-        """
-        key = step.id if name == "args" else (step.id, name)
-        filler = self._fillers.get(key)
-        if filler is None:
-            if key not in self._filled_once:
-                self._filled_once.add(key)
-                return resolve_value(value, outputs, self._first, self.parse)
-            filler = self._fillers[key] = compile_args(value, self.parse)
-        return filler(outputs)
-
-    def _predicate(self, step: Step, name: str, value: Any) -> Predicate:
-        key = (step.id, name)
-        pred = self._predicates.get(key)
-        if pred is None:
-            pred = self._predicates[key] = compile_predicate(value, self.parse)
-        return pred
-
     # ------------------------------------------------------------------ fan-out
 
     async def _fan_out(self, job: _Job) -> Outcome:
         """Run the unit once per item of the ``for_each`` list; the output keeps input order."""
         step = job.step
         try:
-            items = self._filled(step, "for_each", step.for_each, job.outputs)
+            items = self.memo.filled(step, "for_each", step.for_each, job.outputs)
         except (ReferenceResolutionError, ValueError) as exc:
             return failed(exc, f"its for_each list could not be resolved: {message(exc)}")
         if type(items) is not list:
@@ -635,7 +563,7 @@ class StepRunner:
         order = iter(todo)
         on_item = self.on_item
 
-        keyed = self._effect(step).may_rerun
+        keyed = self.memo.effect(step).may_rerun
 
         async def worker() -> None:
             for i in order:
@@ -698,10 +626,6 @@ def _cut_off(step: Step, index: int) -> CallCrashedError:
 
 def _resolve(parse: Parse, outputs: Mapping[str, Any], value: Any) -> Any:
     return compile_args(value, parse)(outputs)
-
-
-def _fill_first(parse: Parse, value: dict[str, Any], outputs: Mapping[str, Any]) -> Any:
-    return fill_first(value, outputs, parse)
 
 
 def escaped(step_id: str, attempt: int, exc: BaseException) -> NoReturn:
