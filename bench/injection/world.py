@@ -17,7 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planrail.plan.tools import Tool, tool
+from planrail.plan.define import tool
+from planrail.plan.tools import Tool
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "injection" / "corpus.json"
 

@@ -28,6 +28,7 @@ from planrail.errors import (
     ToolError,
 )
 from planrail.plan.catalog import load_catalog, load_tools
+from planrail.plan.define import tool
 from planrail.plan.loader import PlanLimits
 from planrail.plan.model import Plan, Step
 from planrail.plan.secrets import Secret
@@ -38,7 +39,6 @@ from planrail.plan.tools import (
     ToolRegistry,
     ToolRunner,
     ToolSpec,
-    tool,
 )
 from planrail.plan.validate import Issue, ValidationReport, load_plan, validate
 from planrail.policies.limits import ResourceLimit, RunPolicy

@@ -13,7 +13,8 @@ import pytest
 import planrail
 from planrail import Plan, Step
 from planrail.errors import ToolDefinitionError
-from planrail.plan.tools import StepContext, tool
+from planrail.plan.define import tool
+from planrail.plan.tools import StepContext
 
 # --- the StepContext parameter -------------------------------------------------------------
 

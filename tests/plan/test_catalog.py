@@ -18,7 +18,7 @@ from .helpers import PLANS
 
 TOOLS_SOURCE = """
 import planrail
-from planrail.plan.tools import tool
+from planrail import tool
 
 @tool
 def greet(name: str) -> str:

@@ -11,8 +11,9 @@ import pytest
 from typing_extensions import TypedDict
 
 from planrail.errors import ToolDefinitionError, UnknownToolError
+from planrail.plan.define import tool
 from planrail.plan.effects import tool_effect
-from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec, tool
+from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
 
 
 class Account(pydantic.BaseModel):

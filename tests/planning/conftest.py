@@ -14,7 +14,8 @@ import pytest
 from pydantic import BaseModel
 
 from planrail.llm.openai_client import OpenAIClient
-from planrail.plan.tools import Tool, tool
+from planrail.plan.define import tool
+from planrail.plan.tools import Tool
 from planrail.testing.llm import Scripted, ScriptedLLM
 from planrail.testing.llm_server import LLMTestServer
 

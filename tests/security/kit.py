@@ -11,9 +11,10 @@ from typing_extensions import TypedDict
 
 from planrail.engine.executor import Execution
 from planrail.engine.result import RunResult
+from planrail.plan.define import tool
 from planrail.plan.model import Plan
 from planrail.plan.secrets import SECRET, Secret
-from planrail.plan.tools import Tool, ToolRegistry, tool
+from planrail.plan.tools import Tool, ToolRegistry
 from planrail.plan.validate import validate
 
 FUZZ_EXAMPLES: Counter[str] = Counter()

@@ -11,7 +11,8 @@ import pytest
 from planrail.engine.events import EventType
 from planrail.engine.executor import Execution
 from planrail.errors import ApprovalRefusedError, RetryableError
-from planrail.plan.tools import ToolRegistry, tool
+from planrail.plan.define import tool
+from planrail.plan.tools import ToolRegistry
 from planrail.policies.security import (
     ApprovalMismatchError,
     CallApprovalRequest,

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from planrail.errors import PlanrailError, ReferenceResolutionError, ReferenceSyntaxError
+from planrail.plan.define import tool
 from planrail.plan.first import compile_args
 from planrail.plan.predicates import compile_predicate
 from planrail.plan.refs import parse_template, resolve_value
-from planrail.plan.tools import ToolRegistry, tool
+from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
 
 from .kit import run

@@ -9,10 +9,11 @@ from typing import Any
 from planrail.engine.executor import Execution
 from planrail.engine.result import StepResult
 from planrail.plan.copied import Seen, in_goal, provenance_for
+from planrail.plan.define import tool
 from planrail.plan.model import Plan
 from planrail.plan.predicates import compile_predicate
 from planrail.plan.provenance import USER, Source
-from planrail.plan.tools import ToolRegistry, tool
+from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
 from planrail.policies.security import SecurityPolicy
 from planrail.types import StepStatus

@@ -10,7 +10,7 @@ import pytest
 
 from planrail.agent import Agent, approve_all
 from planrail.llm.openai_client import OpenAIClient
-from planrail.plan.tools import tool
+from planrail.plan.define import tool
 from planrail.planner.finished import ReplanView
 from planrail.testing import LLMTestServer, Reply
 

@@ -11,8 +11,9 @@ import pydantic
 import pytest
 
 from planrail.engine.executor import Execution
+from planrail.plan.define import tool
 from planrail.plan.secrets import REDACTED, SECRET, Redactor, is_secret_type, secret_params_of
-from planrail.plan.tools import ToolSpec, tool
+from planrail.plan.tools import ToolSpec
 from planrail.store import open_store
 
 from .kit import (
