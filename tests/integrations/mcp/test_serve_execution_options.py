@@ -75,5 +75,8 @@ async def test_a_max_concurrency_below_one_is_refused_before_anything_runs(tmp_p
     async with Client(serve(tmp_path / "runs.db")) as client:
         refused = await client.call_tool("run_plan", {"plan": FAILS_FIRST, "max_concurrency": 0})
         assert refused.is_error
+        said = " ".join(getattr(part, "text", "") for part in refused.content)
+        # refused by the tool's input schema (ge=1) before planrail runs; the answer names it
+        assert "max_concurrency" in said, said
         listed = structured(await client.call_tool("list_runs", {}))["result"]
     assert listed == []
