@@ -15,9 +15,10 @@ import pytest
 import planrail
 from planrail.engine.executor import Execution
 from planrail.engine.runners import LocalRunner, still_running
+from planrail.errors import ToolDefinitionError
 from planrail.plan.effects import step_effect
 from planrail.plan.model import Step
-from planrail.plan.tools import ToolDefinitionError, ToolRegistry
+from planrail.plan.tools import ToolRegistry
 from planrail.policies.limits import RunPolicy
 from planrail.store import SQLiteStore
 
