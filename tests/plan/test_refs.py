@@ -15,15 +15,14 @@ from planrail.plan.refs import (
     MAX_SEGMENTS,
     Reference,
     Template,
-    copy_json,
     iter_references,
     iter_strings_with_dollar,
     json_path,
     parse_reference,
     parse_template,
     resolve_path,
-    resolve_value,
 )
+from planrail.plan.resolve import copy_json, resolve_value
 from planrail.plan.validate import validate
 
 OUTPUTS: dict[str, Any] = {

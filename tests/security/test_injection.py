@@ -13,7 +13,8 @@ from planrail.errors import PlanrailError, ReferenceResolutionError, ReferenceSy
 from planrail.plan.define import tool
 from planrail.plan.first import compile_args
 from planrail.plan.predicates import compile_predicate
-from planrail.plan.refs import parse_template, resolve_value
+from planrail.plan.refs import parse_template
+from planrail.plan.resolve import resolve_value
 from planrail.plan.tools import ToolRegistry
 from planrail.plan.validate import validate
 

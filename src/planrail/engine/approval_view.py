@@ -25,7 +25,8 @@ from planrail.errors import ReferenceResolutionError
 from planrail.plan.copied import in_goal
 from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance, Source, Sources
-from planrail.plan.refs import Parse, iter_references, resolve_value
+from planrail.plan.refs import Parse, iter_references
+from planrail.plan.resolve import resolve_value
 from planrail.plan.secrets import REDACTED, Redactor, secret_params_of
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ from planrail.plan.compiled import CompiledPlan
 from planrail.plan.copied import provenance_for
 from planrail.plan.model import Plan, Step
 from planrail.plan.provenance import Provenance
-from planrail.plan.refs import resolve_value
+from planrail.plan.resolve import resolve_value
 from planrail.plan.secrets import Redactor
 from planrail.plan.stages import stage_goals
 from planrail.plan.tools import AnyTool, StepContext, Tool, ToolRegistry, ToolRunner, step_key

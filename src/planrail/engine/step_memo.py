@@ -17,7 +17,8 @@ from planrail.plan.fill import Filler
 from planrail.plan.first import compile_args, fill_first
 from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
-from planrail.plan.refs import Parse, resolve_value
+from planrail.plan.refs import Parse
+from planrail.plan.resolve import resolve_value
 from planrail.plan.tools import ToolRegistry, ToolSpec
 from planrail.policies.retry import NO_RETRY, RetryPolicy
 

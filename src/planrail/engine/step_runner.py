@@ -58,7 +58,8 @@ from planrail.errors import (
 )
 from planrail.plan.first import compile_args
 from planrail.plan.model import Step
-from planrail.plan.refs import Parse, copy_json, parse_template, resolve_value
+from planrail.plan.refs import Parse, parse_template
+from planrail.plan.resolve import copy_json, resolve_value
 from planrail.plan.tools import StepContext, Tool, ToolRegistry
 from planrail.policies.limits import LoopExhaustedError, RunPolicy
 from planrail.policies.retry import Random

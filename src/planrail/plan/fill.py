@@ -3,7 +3,7 @@
 ``compile_value(args, parse)`` takes the parsed form of every template in ``args`` once (from
 ``parse``: a compiled plan's ``template``) and returns a function that builds a fresh copy of
 ``args`` with the references filled from a mapping of outputs. Behaviour is exactly
-:func:`planrail.plan.refs.resolve_value`'s; only the lookups move out of the loop.
+:func:`planrail.plan.resolve.resolve_value`'s; only the lookups move out of the loop.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from planrail.plan.refs import Parse, Reference, copy_json, parse_template, resolve_path
+from planrail.plan.refs import Parse, Reference, parse_template, resolve_path
+from planrail.plan.resolve import copy_json
 
 __all__ = ["Filler", "compile_value"]
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from planrail.errors import ReferenceResolutionError
 from planrail.plan.fill import Filler, compile_value
-from planrail.plan.refs import FIRST, Parse, parse_template
+from planrail.plan.refs import Parse, parse_template
+from planrail.plan.resolve import FIRST
 
 __all__ = [
     "FIRST",

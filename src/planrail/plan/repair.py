@@ -27,13 +27,8 @@ from planrail.plan.loader import (
     read_plan_file,
 )
 from planrail.plan.model import Plan
-from planrail.plan.refs import (
-    Reference,
-    copy_json,
-    iter_strings_with_dollar,
-    json_path,
-    parse_template,
-)
+from planrail.plan.refs import Reference, iter_strings_with_dollar, json_path, parse_template
+from planrail.plan.resolve import copy_json
 from planrail.plan.tools import AnyTool, ToolRegistry
 from planrail.plan.validate import ValidationOptions, ValidationReport, check_plan
 

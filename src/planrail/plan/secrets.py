@@ -33,13 +33,8 @@ import pydantic
 
 from planrail.errors import ReferenceSyntaxError
 from planrail.plan.model import step_tools
-from planrail.plan.refs import (
-    Parse,
-    Reference,
-    copy_json,
-    iter_strings_with_dollar,
-    parse_template,
-)
+from planrail.plan.refs import Parse, Reference, iter_strings_with_dollar, parse_template
+from planrail.plan.resolve import copy_json
 
 if TYPE_CHECKING:
     from planrail.plan.compiled import CompiledPlan
