@@ -1,6 +1,7 @@
 """A durable run's two loops beside its steps (:mod:`planrail.engine.background`), on a fake
-clock and a checkpointer stand-in that records what it was asked: the lease is renewed every
-``every`` seconds until it cannot be, and the store is watched until an operator asks to cancel.
+clock, with stand-ins for the lease and the checkpointer that record what they were asked: the
+lease is renewed every third of its time to live until it cannot be, and the store is watched
+until an operator asks to cancel.
 ``test_leases.py`` and ``seams/test_operator_actions.py`` pin the same through whole runs."""
 
 from __future__ import annotations
@@ -13,23 +14,29 @@ from planrail.errors import StoreError
 from planrail.testing import FakeClock
 
 
-class Ckpt:
-    """What the loops read of a checkpointer: ``renew`` and ``cancel_request``, scripted."""
+class Lease:
+    """What :func:`keep_lease` reads of a run's lease: its ``ttl`` and ``renew``, scripted."""
 
-    run_id = "R"
-
-    def __init__(self, renewals: int = 0, requests: list[Any] | None = None) -> None:
-        self.renewals_left = renewals
-        self.requests = list(requests or [])
+    def __init__(self, clock: FakeClock, ttl: float, renewals: int) -> None:
+        self.clock, self.ttl, self.renewals_left = clock, ttl, renewals
         self.asked: list[float] = []
-        self.clock: FakeClock | None = None
 
     def renew(self) -> None:
-        assert self.clock is not None
         self.asked.append(self.clock.monotonic())
         if self.renewals_left == 0:
             raise LeaseLostError("lost the lease on run 'R'", run_id="R")
         self.renewals_left -= 1
+
+
+class Ckpt:
+    """What :func:`watch_requests` reads of a checkpointer: ``cancel_request``, scripted."""
+
+    run_id = "R"
+
+    def __init__(self, requests: list[Any] | None = None) -> None:
+        self.requests = list(requests or [])
+        self.asked: list[float] = []
+        self.clock: FakeClock | None = None
 
     def cancel_request(self) -> Any:
         assert self.clock is not None
@@ -42,11 +49,10 @@ class Ckpt:
 
 async def test_the_lease_is_renewed_every_third_until_it_is_lost() -> None:
     clock = FakeClock()
-    ckpt = Ckpt(renewals=2)
-    ckpt.clock = clock
+    lease = Lease(clock, ttl=30.0, renewals=2)
     lost: list[str] = []
-    await clock.run(keep_lease(ckpt, clock, 10.0, lost.append))  # type: ignore[arg-type]
-    assert ckpt.asked == [10.0, 20.0, 30.0]
+    await clock.run(keep_lease(lease, clock, lost.append))  # type: ignore[arg-type]
+    assert lease.asked == [10.0, 20.0, 30.0]
     assert lost == ["lost the lease on run 'R'"]
 
 

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 
 from planrail.engine.checkpoint import Checkpointer
+from planrail.engine.lease import RunLease
 from planrail.errors import PlanrailError
 from planrail.types import Clock
 
@@ -17,16 +18,14 @@ __all__ = ["keep_lease", "watch_requests"]
 log = logging.getLogger("planrail")
 
 
-async def keep_lease(
-    ckpt: Checkpointer, clock: Clock, every: float, lost: Callable[[str], None]
-) -> None:
-    """Renew the run's lease every ``every`` seconds; once it cannot be (it expired, another
-    runner took it, the store failed), call ``lost`` with why and stop: the run must stop
-    before a second runner and this one overlap."""
+async def keep_lease(lease: RunLease, clock: Clock, lost: Callable[[str], None]) -> None:
+    """Renew the run's lease every third of its time to live; once it cannot be (it expired,
+    another runner took it, the store failed), call ``lost`` with why and stop: the run must
+    stop before a second runner and this one overlap."""
     while True:
-        await clock.sleep(every)
+        await clock.sleep(lease.ttl / 3)
         try:
-            ckpt.renew()
+            lease.renew()
         except PlanrailError as exc:
             lost(exc.message)
             return

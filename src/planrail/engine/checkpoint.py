@@ -256,10 +256,6 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ progress
 
-    def renew(self) -> None:
-        """Heartbeat: extend the lease; :class:`LeaseLostError` if it is no longer ours."""
-        self.lease.renew()
-
     def needs_intent(self, step: Step) -> bool:
         """Whether a call of this step changes the world (its intent must be recorded first)."""
         effect = self.effects.get(step.id)

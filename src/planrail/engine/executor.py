@@ -348,8 +348,10 @@ class Execution:
         stored = self.store.get_run(self.run_id) if self.store is not None else None
         # The plan as it is now, serialised once (tens of µs per step) for the stored run's
         # plan and the approval, both checked before anything is written or run.
-        current = None if stored is None else self.plan.fresh_hash()
-        gate.adopt(self, stored, current)
+        current = None
+        if stored is not None:
+            current = self.plan.fresh_hash()
+            gate.adopt(self, stored, current)
         needed = gate.approval_needed(self)
         if needed and not self.approve and self.approver is None:
             raise ApprovalRequiredError(
@@ -1043,7 +1045,7 @@ class Execution:
         ckpt = self._ckpt
         assert ckpt is not None
         self._background = [
-            asyncio.create_task(keep_lease(ckpt, self.clock, self.lease_ttl / 3, self._lost)),
+            asyncio.create_task(keep_lease(ckpt.lease, self.clock, self._lost)),
             asyncio.create_task(
                 watch_requests(ckpt, self.clock, self.watch_interval, self._cancel_requested)
             ),

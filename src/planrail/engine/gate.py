@@ -152,18 +152,16 @@ def _unapproved(ex: Execution, needed: list[str], answer: bool | None) -> str:
     return "approval refused: nothing was executed"
 
 
-def adopt(ex: Execution, stored: RunRecord | None, current: str | None = None) -> None:
+def adopt(ex: Execution, stored: RunRecord, current: str) -> None:
     """A run found in the store brings its approval, the policies it started with and the
     run version it replaced (:data:`REPLACES`). It must have been stored with this plan as it is
-    now (``current``: its :meth:`~planrail.Plan.fresh_hash`, if the caller has computed it).
+    now (``current``: its :meth:`~planrail.Plan.fresh_hash`).
 
     Policies given here that differ from the stored ones are refused
     (:class:`PolicyMismatchError`) unless ``policy_override``, which is recorded as an
     event; a policy not given here is the stored one.
     """
-    if stored is None:
-        return
-    check_same_plan(stored, ex.plan.fresh_hash() if current is None else current)
+    check_same_plan(stored, current)
     check_current(stored)
     if ex.approval is None and stored.approval is not None:
         ex.approval = dict(stored.approval)

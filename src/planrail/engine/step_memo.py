@@ -1,5 +1,5 @@
 """What a run's step runner derives from a step once and reuses for the run: each field's
-filler, each predicate, the step's effect, its fallback call as a step, its retry policy.
+filler, each predicate, the step's effect, its fallback call as a step.
 
 Most steps fill their arguments exactly once, where compiling them would cost more than it
 saves: the first fill walks the value directly, and only a second fill of the same field (a
@@ -19,8 +19,7 @@ from planrail.plan.model import Step
 from planrail.plan.predicates import Predicate, compile_predicate
 from planrail.plan.refs import Parse
 from planrail.plan.resolve import resolve_value
-from planrail.plan.tools import ToolRegistry, ToolSpec
-from planrail.policies.retry import NO_RETRY, RetryPolicy
+from planrail.plan.tools import ToolRegistry
 
 __all__ = ["StepMemo"]
 
@@ -34,7 +33,7 @@ Key = str | tuple[str, str]
 class StepMemo:
     """The derived values of one run's steps, each made once: ``parse`` is the plan's parsed
     strings (its compiled plan's ``template``), ``tools`` the run's registry (None: every
-    effect unknown), ``default_retry`` the run policy's."""
+    effect unknown)."""
 
     __slots__ = (
         "_effects",
@@ -42,20 +41,16 @@ class StepMemo:
         "_filled_once",
         "_fillers",
         "_predicates",
-        "default_retry",
         "first",
         "parse",
         "tools",
     )
 
-    def __init__(
-        self, parse: Parse, tools: ToolRegistry | None, default_retry: RetryPolicy | None
-    ) -> None:
+    def __init__(self, parse: Parse, tools: ToolRegistry | None) -> None:
         self.parse = parse
         self.first = functools.partial(_fill_first, parse)
         """How a ``$first`` in a value is filled (:mod:`planrail.plan.first`)."""
         self.tools = tools
-        self.default_retry = default_retry
         self._fillers: dict[Key, Filler] = {}
         self._filled_once: set[Key] = set()
         """The fields filled once so far (plain steps' arguments aside: the step runner fills
@@ -94,14 +89,6 @@ class StepMemo:
             known = step_effect(step, self.tools) if self.tools is not None else _UNKNOWN
             self._effects[key] = known
         return known
-
-    def retry(self, step: Step, spec: ToolSpec | None) -> RetryPolicy:
-        """The step's retry policy: its own, else its tool's, else the run's default."""
-        if step.retry is not None:
-            return RetryPolicy.from_spec(step.retry)
-        if spec is not None and spec.retry is not None:
-            return RetryPolicy.from_spec(spec.retry)
-        return self.default_retry or NO_RETRY
 
     def fallback_step(self, step: Step) -> Step:
         """The step's fallback call as a step of its own: the fallback's tool and arguments,

@@ -60,9 +60,9 @@ from planrail.plan.first import compile_args
 from planrail.plan.model import Step
 from planrail.plan.refs import Parse, parse_template
 from planrail.plan.resolve import copy_json, resolve_value
-from planrail.plan.tools import StepContext, Tool, ToolRegistry
+from planrail.plan.tools import StepContext, Tool, ToolRegistry, ToolSpec
 from planrail.policies.limits import LoopExhaustedError, RunPolicy
-from planrail.policies.retry import Random
+from planrail.policies.retry import NO_RETRY, Random, RetryPolicy
 from planrail.types import Clock, StepStatus
 
 S = StepStatus
@@ -183,7 +183,7 @@ class StepRunner:
             on_attempt=on_attempt,
             guard=guard,
         )
-        self.memo = StepMemo(parse, self.tools, self.policy.default_retry)
+        self.memo = StepMemo(parse, self.tools)
         """What is derived from each step once: fillers, predicates, effects, fallback steps."""
         self.items_done: Mapping[str, Mapping[int, tuple[Any, Any]]] = items_done or {}
         """Per fan-out step, the items a resume found succeeded: (item, output) by index."""
@@ -320,7 +320,7 @@ class StepRunner:
                 isinstance(found, Tool)
                 and found.spec.timeout is None
                 and not self.gate.limited(found.spec.resource)
-                and self.memo.retry(step, found.spec).max_attempts == 1
+                and self._retry(step, found.spec).max_attempts == 1
             )
             tool = self._plain_tools[name] = found if plain and isinstance(found, Tool) else None
         return tool
@@ -401,7 +401,7 @@ class StepRunner:
             step=step,
             perform=perform,
             args=args,
-            policy=self.memo.retry(step, spec),
+            policy=self._retry(step, spec),
             timeout=timeout,
             total_timeout=step.total_timeout,
             resource=resource,
@@ -412,6 +412,14 @@ class StepRunner:
             overlap=effect.retry_may_overlap,
             key=key,
         )
+
+    def _retry(self, step: Step, spec: ToolSpec | None) -> RetryPolicy:
+        """The step's retry policy: its own, else its tool's, else the run's default."""
+        if step.retry is not None:
+            return RetryPolicy.from_spec(step.retry)
+        if spec is not None and spec.retry is not None:
+            return RetryPolicy.from_spec(spec.retry)
+        return self.policy.default_retry or NO_RETRY
 
     async def _repeat(
         self, job: _Job, outputs: Mapping[str, Any], args: Any, index: int | None, tally: Tally
